@@ -1,0 +1,3 @@
+from dldoctor.cli import main
+
+raise SystemExit(main())

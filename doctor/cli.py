@@ -1,0 +1,182 @@
+"""`dldoctor` on the command line. Exit codes: dldoctor.exitcodes (and the README).
+
+This module is on the `--check` fast path: it imports neither Textual nor py-cpuinfo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from dldoctor import __version__
+from dldoctor.exitcodes import ExitCode, exit_code_for
+from dldoctor.model import Finding, Status
+
+log = logging.getLogger("dldoctor")
+DEBUG_ENV = "DLDOCTOR_DEBUG"
+
+
+class UsageError(Exception):
+    pass
+
+
+class InputError(Exception):
+    pass
+
+
+def _id_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dldoctor",
+        description="A doctor for deep-learning hosts: finds what is misconfigured, "
+        "explains it, and says how to fix it.",
+        epilog="Exit codes: 0 ok, 1 problems found, 2 usage error, 3 some checks could not "
+        "finish, 4 unreadable bundle or policy, 5 internal error.",
+    )
+    p.add_argument("--check", action="store_true",
+                   help="print the checklist and exit (no interactive interface)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show details, evidence and timings of every check")  # fmt: skip
+    p.add_argument("--from", dest="bundle", metavar="BUNDLE",
+                   help="diagnose a recorded bundle directory instead of this host")  # fmt: skip
+    p.add_argument("--policy", metavar="FILE", help="TOML policy file (default: built-in)")
+    p.add_argument("--only", type=_id_list, action="extend", default=[], metavar="IDS",
+                   help="run only these checks: ids, id prefixes or categories, comma-separated")
+    p.add_argument("--skip", type=_id_list, action="extend", default=[], metavar="IDS",
+                   help="skip these checks (same forms as --only)")  # fmt: skip
+    p.add_argument("--strict", action="store_true", help="warnings also fail the run (exit 1)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="time limit of each command and filesystem probe")  # fmt: skip
+    p.add_argument("--no-plugins", action="store_true",
+                   help="do not load third-party checks (also: DLDOCTOR_NO_PLUGINS=1)")
+    p.add_argument("--list-checks", action="store_true", help="list the checks and exit")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    p.add_argument("--version", action="version", version=f"dldoctor {__version__}")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="dldoctor: %(message)s")
+    try:
+        return int(_main(argv))
+    except UsageError as exc:
+        print(f"dldoctor: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except InputError as exc:
+        print(f"dldoctor: {exc}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
+    except KeyboardInterrupt:
+        print("dldoctor: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`dldoctor --json | head`); say nothing more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.OK
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"dldoctor: internal error: {type(exc).__name__}: {exc} "
+              f"(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)  # fmt: skip
+        return ExitCode.INTERNAL
+
+
+def _main(argv: Sequence[str] | None) -> ExitCode:
+    from dldoctor.diagnose import diagnose
+    from dldoctor.host.base import Host
+
+    args = build_parser().parse_args(argv)
+    policy, policy_source = _policy(args)
+    specs, plugin_findings = _specs(args.no_plugins)
+    if args.list_checks:
+        for spec in specs:
+            origin = "" if spec.source == "builtin" else f"  [{spec.source}]"
+            print(f"{spec.id:32} {spec.title}{origin}")
+        return ExitCode.OK
+    from dldoctor.registry import select
+
+    try:
+        specs = select(specs, args.only, args.skip)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    host: Host = _host(args, policy)
+    report = diagnose(host, policy, specs, extra_findings=plugin_findings, strict=args.strict,
+                      policy_source=policy_source)  # fmt: skip
+    if args.json:
+        from dldoctor.render.jsondoc import render_json
+
+        render_json(report)
+    else:
+        # Until the TUI exists, plain `dldoctor` prints the checklist too.
+        from dldoctor.render.text import render_text
+
+        render_text(report, verbose=args.verbose, color=args.color)
+    return exit_code_for(report.findings, strict=args.strict)
+
+
+def _policy(args: argparse.Namespace):
+    from dataclasses import replace
+
+    from dldoctor.policy import PolicyError, load_policy
+
+    try:
+        policy, source = load_policy(args.policy)
+    except PolicyError as exc:
+        raise InputError(str(exc)) from None
+    if args.timeout is not None:
+        if args.timeout <= 0:
+            raise UsageError("--timeout must be a positive number of seconds")
+        timeouts = replace(policy.timeouts, command_s=args.timeout, filesystem_s=args.timeout)
+        policy = replace(policy, timeouts=timeouts)
+    return policy, source
+
+
+def _specs(no_plugins: bool):
+    from dldoctor.registry import builtin_checks, ordered, plugin_checks, plugins_disabled
+
+    specs = builtin_checks()
+    findings: list[Finding] = []
+    if not plugins_disabled(no_plugins):
+        loaded = plugin_checks()
+        known = {s.id for s in specs}
+        for spec in loaded.specs:
+            if spec.id in known:
+                loaded.errors.append((spec.source, f"check id {spec.id!r} is already taken"))
+                continue
+            known.add(spec.id)
+            specs.append(spec)
+        for name, reason in loaded.errors:
+            findings.append(Finding(
+                id="plugins.load", title="Plugin", category="plugins", status=Status.ERROR,
+                summary=f"plugin {name} not loaded: {reason}",
+                remediation="Fix or uninstall the plugin, or run with --no-plugins.",
+                source=name,
+            ))  # fmt: skip
+    return ordered(specs), findings
+
+
+def _host(args: argparse.Namespace, policy):
+    if args.bundle:
+        from dldoctor.host.replay import ReplayHost
+        from dldoctor.snapshots.bundle import BundleError, BundleReader
+
+        try:
+            reader = BundleReader(args.bundle)
+            changed = reader.verify()
+        except (BundleError, OSError) as exc:
+            raise InputError(str(exc) if isinstance(exc, BundleError)
+                             else f"cannot read bundle {args.bundle}: {exc}") from None  # fmt: skip
+        if changed:
+            log.warning("bundle files differ from its manifest (edited by hand?): %s",
+                        ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else ""))  # fmt: skip
+        return ReplayHost(reader)
+    from dldoctor.host.live import LiveHost
+
+    return LiveHost(command_timeout=policy.timeouts.command_s,
+                    fs_timeout=policy.timeouts.filesystem_s)  # fmt: skip

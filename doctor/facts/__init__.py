@@ -1,0 +1,152 @@
+"""Facts: raw Host answers parsed into frozen dataclasses, lazily, once per run.
+
+A fact is declared with `@fact("name")` on a function of a FactContext. Checks ask
+`facts.get(SOME_FACT)`; the first asker computes it, concurrent askers wait for that one
+probe, later askers get the memoised value. Every Host answer a fact used is kept as its
+evidence, so a finding can say what it rests on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from dldoctor.host.base import Answer, Host, ProbeFailed
+from dldoctor.host.recording import ObservingHost
+from dldoctor.model import Evidence
+
+T = TypeVar("T")
+
+
+class Fact(Generic[T]):
+    """A named, lazily computed piece of knowledge about the host."""
+
+    __slots__ = ("name", "compute")
+
+    def __init__(self, name: str, compute: Callable[[FactContext], T]):
+        self.name = name
+        self.compute = compute
+
+    def __repr__(self) -> str:
+        return f"Fact({self.name!r})"
+
+
+def fact(name: str) -> Callable[[Callable[[FactContext], T]], Fact[T]]:
+    def declare(fn: Callable[[FactContext], T]) -> Fact[T]:
+        return Fact(name, fn)
+
+    return declare
+
+
+class FactFailed(Exception):
+    """A fact's code raised; every check that needs it ends as `error`."""
+
+
+class _EvidenceHost(ObservingHost):
+    def __init__(self, inner: Host, sink: list[Evidence]):
+        super().__init__(inner)
+        self.sink = sink
+
+    def seen(self, answer: Answer, argv: Sequence[str] | None) -> None:
+        self.sink.append(Evidence(answer.op, answer.key, answer.status))
+
+
+class FactContext:
+    """What a fact's code may use: the host (answers are noted) and other facts."""
+
+    def __init__(self, facts: Facts, evidence: list[Evidence]):
+        self.host: Host = _EvidenceHost(facts.host, evidence)
+        self._facts = facts
+        self._evidence = evidence
+
+    def get(self, other: Fact[T]) -> T:
+        value = self._facts.get(other)
+        self._evidence.extend(self._facts.evidence(other))
+        return value
+
+
+class _Slot:
+    __slots__ = ("lock", "done", "value", "error", "evidence", "duration")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.evidence: tuple[Evidence, ...] = ()
+        self.duration = 0.0
+
+
+class Facts:
+    """The per-run fact store. `Facts.given({...})` builds one from values (tests)."""
+
+    def __init__(self, host: Host | None):
+        self.host = host
+        self._lock = threading.Lock()
+        self._slots: dict[str, _Slot] = {}
+        self._local = threading.local()
+
+    @classmethod
+    def given(cls, values: Mapping[Fact, Any]) -> Facts:
+        facts = cls(None)
+        for f, value in values.items():
+            slot = facts._slot(f)
+            slot.value, slot.done = value, True
+        return facts
+
+    def _slot(self, f: Fact) -> _Slot:
+        with self._lock:
+            slot = self._slots.get(f.name)
+            if slot is None:
+                slot = self._slots[f.name] = _Slot()
+            return slot
+
+    def get(self, f: Fact[T]) -> T:
+        slot = self._slot(f)
+        computing: list[str] = self._local.__dict__.setdefault("stack", [])
+        if f.name in computing:
+            raise FactFailed(f"fact cycle: {' -> '.join([*computing, f.name])}")
+        with slot.lock:
+            if not slot.done:
+                self._compute(f, slot, computing)
+        if isinstance(slot.error, ProbeFailed):
+            raise ProbeFailed(slot.error.answer)
+        if slot.error is not None:
+            raise FactFailed(f"fact {f.name} failed: {_one_line(slot.error)}")
+        return slot.value
+
+    def _compute(self, f: Fact, slot: _Slot, computing: list[str]) -> None:
+        if self.host is None:
+            slot.error = LookupError(f"no value given for {f.name}")
+            slot.done = True
+            return
+        evidence: list[Evidence] = []
+        computing.append(f.name)
+        start = time.monotonic()
+        try:
+            slot.value = f.compute(FactContext(self, evidence))
+        except Exception as exc:  # kept, and raised again to every check that asks
+            slot.error = exc
+        finally:
+            computing.pop()
+            slot.duration = time.monotonic() - start
+            slot.evidence = tuple(dict.fromkeys(evidence))
+            slot.done = True
+
+    def evidence(self, f: Fact) -> tuple[Evidence, ...]:
+        return self._slot(f).evidence
+
+    def timings(self) -> dict[str, float]:
+        with self._lock:
+            return {
+                name: round(slot.duration, 6)
+                for name, slot in sorted(self._slots.items())
+                if slot.done and slot.duration
+            }
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

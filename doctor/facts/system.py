@@ -1,0 +1,309 @@
+"""System facts: OS release, kernel, memory, hostname, Python, C library, container.
+
+Parsers are plain functions of text, tested on real captures; the facts around them only
+decide which answers to ask for and what a missing answer means.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from dldoctor.facts import FactContext, fact
+from dldoctor.host.base import MISSING, OK
+from dldoctor.versions import version_tuple
+
+# --- /etc/os-release ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OsRelease:
+    id: str = ""
+    id_like: tuple[str, ...] = ()
+    version_id: str = ""
+    name: str = ""
+    pretty_name: str = ""
+    source: str = ""  # the file it came from; "" when none was readable
+    notes: tuple[str, ...] = ()
+
+    @property
+    def display(self) -> str:
+        return self.pretty_name or " ".join(p for p in (self.name, self.version_id) if p)
+
+
+def parse_os_release(text: str, source: str = "") -> OsRelease:
+    """os-release(5): KEY=value lines, values shell-quoted; unknown lines are noted."""
+    values: dict[str, str] = {}
+    notes: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, raw = line.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            notes.append(f"line {number} is not KEY=value: {line[:60]!r}")
+            continue
+        try:
+            words = shlex.split(raw)
+        except ValueError:
+            notes.append(f"line {number}: unbalanced quotes")
+            words = [raw.strip("\"'")]
+        values[key] = " ".join(words)
+    return OsRelease(
+        id=values.get("ID", "").lower(),
+        id_like=tuple(values.get("ID_LIKE", "").lower().split()),
+        version_id=values.get("VERSION_ID", ""),
+        name=values.get("NAME", ""),
+        pretty_name=values.get("PRETTY_NAME", ""),
+        source=source,
+        notes=tuple(notes),
+    )
+
+
+@fact("os.release")
+def os_release(ctx: FactContext) -> OsRelease:
+    for path in ("/etc/os-release", "/usr/lib/os-release"):
+        answer = ctx.host.read(path).require()
+        if answer.ok:
+            return parse_os_release(answer.text, path)
+    return OsRelease(notes=("neither /etc/os-release nor /usr/lib/os-release is readable",))
+
+
+# --- kernel ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kernel:
+    release: str  # as `uname -r` prints it; "" when unknown
+    version: tuple[int, ...] | None
+
+    @property
+    def enterprise_el(self) -> bool:
+        """A RHEL-family kernel (`4.18.0-513.el8`): its number hides years of backports."""
+        return bool(re.search(r"\.el\d+", self.release))
+
+
+@fact("kernel")
+def kernel(ctx: FactContext) -> Kernel:
+    answer = ctx.host.read("/proc/sys/kernel/osrelease").require()
+    release = answer.text.strip()
+    return Kernel(release, version_tuple(release))
+
+
+# --- /proc/meminfo --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Memory:
+    total_bytes: int | None
+    available_bytes: int | None
+    swap_total_bytes: int | None
+    swap_free_bytes: int | None
+    hugepages_total: int | None
+    hugepage_size_bytes: int | None
+    notes: tuple[str, ...] = ()
+
+
+_UNITS = {"": 1, "b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3}
+
+
+def parse_meminfo(text: str) -> tuple[dict[str, int], list[str]]:
+    """`Key:   value [kB]` lines to bytes (or plain counts); odd lines are noted, not fatal."""
+    values: dict[str, int] = {}
+    notes: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = re.fullmatch(r"\s*([^:\s]+):\s+(\d+)(?:\s+(\w+))?\s*", line)
+        if m is None or (m.group(3) or "").lower() not in _UNITS:
+            notes.append(f"unparsed line: {line.strip()[:60]!r}")
+            continue
+        values[m.group(1)] = int(m.group(2)) * _UNITS[(m.group(3) or "").lower()]
+    return values, notes
+
+
+@fact("memory")
+def memory(ctx: FactContext) -> Memory:
+    answer = ctx.host.read("/proc/meminfo").require()
+    if not answer.ok:
+        return Memory(None, None, None, None, None, None, (f"/proc/meminfo: {answer.status}",))
+    values, notes = parse_meminfo(answer.text)
+    if "MemAvailable" not in values and "MemFree" in values:
+        notes.append("no MemAvailable (kernel older than 3.14); using MemFree")
+    return Memory(
+        total_bytes=values.get("MemTotal"),
+        available_bytes=values.get("MemAvailable", values.get("MemFree")),
+        swap_total_bytes=values.get("SwapTotal"),
+        swap_free_bytes=values.get("SwapFree"),
+        hugepages_total=values.get("HugePages_Total"),
+        hugepage_size_bytes=values.get("Hugepagesize"),
+        notes=tuple(notes),
+    )
+
+
+@fact("hostname")
+def hostname(ctx: FactContext) -> str:
+    return ctx.host.read("/proc/sys/kernel/hostname").text.strip()
+
+
+# --- Python ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Python:
+    version: str  # of the interpreter running dldoctor
+    executable: str
+    in_venv: bool
+    path_python3: str | None  # what `python3` resolves to on PATH
+    path_version: str | None  # its `--version`; None when absent or unknown
+    notes: tuple[str, ...] = ()
+
+
+@fact("python")
+def python(ctx: FactContext) -> Python:
+    info = ctx.host.probe("python").require()
+    data = info.value if info.ok and isinstance(info.value, dict) else {}
+    notes = [] if info.ok else [f"interpreter probe: {info.status}"]
+    path_version = None
+    answer = ctx.host.run(["python3", "--version"]).require()
+    if answer.ok and answer.value.returncode == 0:
+        # Python 2 and early 3 print the version on stderr.
+        out = (answer.value.stdout or answer.value.stderr).decode("utf-8", "replace")
+        m = re.search(r"Python\s+(\S+)", out)
+        path_version = m.group(1) if m else None
+        if m is None:
+            notes.append(f"`python3 --version` printed {out.strip()[:60]!r}")
+    elif answer.status not in (MISSING, "not_installed"):
+        notes.append(answer.describe())
+    return Python(
+        version=str(data.get("version", "")),
+        executable=str(data.get("executable", "")),
+        in_venv=bool(data.get("in_venv", False)),
+        path_python3=data.get("path_python3"),
+        path_version=path_version,
+        notes=tuple(notes),
+    )
+
+
+# --- C library ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Libc:
+    name: str  # "glibc", or "" when the C library did not say (musl answers nothing)
+    version: str
+    notes: tuple[str, ...] = ()
+    answered: bool = True  # False: getconf could not be asked (not installed, not recorded)
+
+
+def parse_getconf_libc(text: str) -> Libc:
+    m = re.fullmatch(r"\s*(\S+)\s+(\d+(?:\.\d+)+)\s*", text)
+    if m is None:
+        return Libc("", "", (f"unrecognised GNU_LIBC_VERSION {text.strip()[:60]!r}",))
+    return Libc(m.group(1), m.group(2))
+
+
+@fact("libc")
+def libc(ctx: FactContext) -> Libc:
+    answer = ctx.host.run(["getconf", "GNU_LIBC_VERSION"]).require()
+    if not answer.ok:
+        return Libc("", "", (answer.describe(),), answered=False)
+    if answer.value.returncode != 0:
+        return Libc("", "", ("getconf knows no GNU_LIBC_VERSION (not glibc, e.g. musl)",))
+    return parse_getconf_libc(answer.text)
+
+
+# --- container and virtualisation -----------------------------------------------------
+
+_CGROUP_RUNTIMES = (
+    ("kubepods", "kubernetes"),
+    ("docker", "docker"),
+    ("libpod", "podman"),
+    ("crio", "cri-o"),
+    ("containerd", "containerd"),
+    ("lxc", "lxc"),
+)
+
+
+@dataclass(frozen=True)
+class Container:
+    in_container: bool | None  # None: signs point both ways
+    runtime: str  # "" when not in a container or unknown
+    signs: tuple[str, ...] = ()  # what was seen, for the finding's details
+    virtualization: str = ""  # "virtual machine (KVM)" and the like; "" on bare metal
+    root_fstype: str = ""
+
+
+def parse_mountinfo_root_fstype(text: str) -> str:
+    """Filesystem type of the last mount on `/` in /proc/self/mountinfo (later mounts win)."""
+    fstype = ""
+    for line in text.splitlines():
+        head, sep, tail = line.partition(" - ")
+        fields = head.split()
+        if sep and len(fields) >= 5 and fields[4] == "/":
+            fstype = tail.split()[0] if tail.split() else ""
+    return fstype
+
+
+def runtime_from_cgroup(text: str) -> str:
+    for line in text.splitlines():
+        path = line.split(":", 2)[-1]
+        for marker, runtime in _CGROUP_RUNTIMES:
+            if marker in path:
+                return runtime
+    return ""
+
+
+@fact("container")
+def container(ctx: FactContext) -> Container:
+    host = ctx.host
+    strong: list[tuple[str, str]] = []  # (runtime, what was seen): any one settles it
+    if host.read("/run/.containerenv", max_bytes=4096).status == OK:
+        strong.append(("podman", "/run/.containerenv exists"))
+    if host.read("/var/run/secrets/kubernetes.io/serviceaccount/namespace", max_bytes=256).ok:
+        strong.append(("kubernetes", "a Kubernetes service-account token is mounted"))
+    environ = host.read("/proc/1/environ", max_bytes=65536)
+    for var in environ.value.split(b"\0") if environ.ok else ():
+        if var.startswith(b"container="):
+            name = var.split(b"=", 1)[1].decode("utf-8", "replace")
+            strong.append((name, f"PID 1 has container={name}"))
+    for path in ("/proc/1/cgroup", "/proc/self/cgroup"):
+        runtime = runtime_from_cgroup(host.read(path).text)
+        if runtime:
+            strong.append((runtime, f"{path} names {runtime}"))
+            break
+    # Weak signs: /.dockerenv stays in any root filesystem built from a Docker image (VMs
+    # and bare-metal images too), and overlay roots exist outside containers.
+    dockerenv = host.read("/.dockerenv", max_bytes=4096).ok
+    root_fstype = parse_mountinfo_root_fstype(host.read("/proc/self/mountinfo").text)
+    overlay_root = root_fstype in ("overlay", "fuse-overlayfs", "aufs")
+    signs = [sign for _, sign in strong]
+    if dockerenv:
+        signs.append("/.dockerenv exists")
+    if root_fstype:
+        signs.append(f"the root filesystem is {root_fstype}")
+    if strong:
+        in_container, runtime = True, strong[0][0]
+    elif dockerenv and overlay_root:
+        in_container, runtime = True, "docker"
+    elif overlay_root or (dockerenv and not root_fstype):
+        in_container, runtime = None, ""
+    else:
+        in_container, runtime = False, ""
+    return Container(
+        in_container=in_container,
+        runtime=runtime,
+        signs=tuple(signs),
+        virtualization=_virtualization(ctx),
+        root_fstype=root_fstype,
+    )
+
+
+def _virtualization(ctx: FactContext) -> str:
+    cpuinfo = ctx.host.read("/proc/cpuinfo", max_bytes=1 << 16).text
+    flags = next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags")), "")
+    if "hypervisor" not in flags.split():
+        return ""
+    product = ctx.host.read("/sys/class/dmi/id/product_name", max_bytes=256).text.strip()
+    return f"virtual machine ({product})" if product else "virtual machine"

@@ -1,0 +1,156 @@
+"""The Host contract: every answer about the machine, and nothing else, comes through here."""
+
+from __future__ import annotations
+
+import shlex
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Answer statuses. "error" covers the I/O errors that are none of the others (EIO from a
+# sysfs attribute the device cannot answer, a bundle entry that is not a file, ...).
+OK = "ok"
+MISSING = "missing"
+PERMISSION_DENIED = "permission_denied"
+TIMEOUT = "timeout"
+NOT_INSTALLED = "not_installed"
+ERROR = "error"
+STATUSES = (OK, MISSING, PERMISSION_DENIED, TIMEOUT, NOT_INSTALLED, ERROR)
+
+# Operations a Host answers; they name the entries of a recording.
+READ, LIST, LINK, RUN, STATVFS, PROBE = "read", "list", "link", "run", "statvfs", "probe"
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer of the Host. `value` is only meaningful when `status == "ok"`:
+
+    read -> bytes, list -> tuple of names, link -> target str, run -> CommandResult,
+    statvfs -> dict of the os.statvfs fields, probe -> JSON-able data.
+    """
+
+    op: str
+    key: str
+    status: str
+    value: Any = None
+    error: str = ""
+    duration_s: float = 0.0
+    timeout_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @property
+    def text(self) -> str:
+        """Decoded text of a read or a command's stdout; empty when not ok."""
+        if not self.ok:
+            return ""
+        if isinstance(self.value, CommandResult):
+            return self.value.text
+        if isinstance(self.value, bytes):
+            return self.value.decode("utf-8", "replace")
+        return str(self.value)
+
+    def describe(self) -> str:
+        what = f"`{self.key}`" if self.op == RUN else f"{self.op} {self.key}"
+        if self.status == TIMEOUT:
+            limit = f" within {self.timeout_s:g} s" if self.timeout_s else ""
+            return f"{what} did not answer{limit} (timed out)"
+        if self.status == NOT_INSTALLED:
+            return f"{what}: command not installed"
+        if self.status == PERMISSION_DENIED:
+            return f"{what}: permission denied"
+        if self.status == MISSING:
+            return f"{what}: missing"
+        if self.status == ERROR:
+            return f"{what}: {self.error or 'error'}"
+        return f"{what}: ok"
+
+    def require(self) -> Answer:
+        """Return self, or raise ProbeFailed when the probe timed out or broke.
+
+        Facts call this where a missing answer has a meaning of its own (absent file) but a
+        timeout or an I/O error means "could not look": the check becomes an `error`.
+        """
+        if self.status in (TIMEOUT, ERROR):
+            raise ProbeFailed(self)
+        return self
+
+
+class ProbeFailed(Exception):
+    """A probe timed out or failed; checks that depend on it end as `error`."""
+
+    def __init__(self, answer: Answer):
+        super().__init__(answer.describe())
+        self.answer = answer
+
+
+def command_key(argv: Sequence[str]) -> str:
+    return shlex.join(argv)
+
+
+class Host(ABC):
+    """All I/O with the machine. Implementations: LiveHost, RecordingHost, ReplayHost."""
+
+    kind = "abstract"
+
+    @abstractmethod
+    def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer: ...
+
+    @abstractmethod
+    def listdir(self, path: str) -> Answer: ...
+
+    @abstractmethod
+    def readlink(self, path: str) -> Answer: ...
+
+    @abstractmethod
+    def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer: ...
+
+    @abstractmethod
+    def statvfs(self, path: str) -> Answer: ...
+
+    @abstractmethod
+    def probe(self, name: str) -> Answer:
+        """An in-process probe (Python interpreter, NVML, ...): JSON-able data."""
+
+    def describe(self) -> str:
+        return self.kind
+
+
+def call_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]:
+    """Run fn in a daemon thread; (True, result-or-exception) or (False, None) on timeout.
+
+    A daemon thread, not an executor: a read blocked on a hung NFS mount or a dead PCI
+    device cannot be interrupted, and an executor's worker would be joined at exit and
+    hang the doctor with it.
+    """
+    box: list[Any] = []
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box.append(fn())
+        except BaseException as exc:  # handed to the caller, which decides
+            box.append(exc)
+        done.set()
+
+    threading.Thread(target=target, name="dldoctor-io", daemon=True).start()
+    if not done.wait(timeout):
+        return False, None
+    return True, box[0]

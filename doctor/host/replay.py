@@ -1,0 +1,163 @@
+"""ReplayHost: answers only from a bundle directory; what the bundle lacks is "missing"."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from dldoctor.host.base import (
+    DEFAULT_MAX_BYTES,
+    ERROR,
+    LINK,
+    LIST,
+    MISSING,
+    OK,
+    PROBE,
+    READ,
+    RUN,
+    STATVFS,
+    Answer,
+    CommandResult,
+    Host,
+    command_key,
+)
+from dldoctor.snapshots.bundle import (
+    BundleError,
+    BundleReader,
+    command_folders,
+    probe_relpath,
+    status_of,
+)
+
+
+def _from_meta(op: str, key: str, meta: dict[str, Any], value: Any = None) -> Answer:
+    timeout = meta.get("timeout_s")
+    return Answer(
+        op,
+        key,
+        status_of(meta),
+        value,
+        error=str(meta.get("error", "")),
+        duration_s=float(meta.get("duration_s", 0.0) or 0.0),
+        timeout_s=float(timeout) if isinstance(timeout, (int, float)) else None,
+    )
+
+
+class ReplayHost(Host):
+    kind = "replay"
+
+    def __init__(self, bundle: str | BundleReader):
+        self.bundle = bundle if isinstance(bundle, BundleReader) else BundleReader(bundle)
+
+    def describe(self) -> str:
+        return f"replay of {self.bundle.path}"
+
+    def _guard(self, op: str, key: str, fn) -> Answer:
+        # Odd bundle content (a loop of links, a folder where a file belongs) is an answer,
+        # never an exception that escapes into a check.
+        try:
+            return fn()
+        except (OSError, BundleError, ValueError, TypeError) as exc:
+            return Answer(op, key, ERROR, error=f"bad bundle entry: {exc}")
+
+    def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
+        def read() -> Answer:
+            meta = self.bundle.entry(READ, path)
+            if meta is not None:
+                value = None
+                if status_of(meta) == OK:
+                    try:
+                        value = base64.b64decode(meta.get("content_b64", ""), validate=True)
+                    except (binascii.Error, TypeError) as exc:
+                        raise ValueError(f"content_b64 of {path}: {exc}") from None
+                    value = value[:max_bytes]
+                return _from_meta(READ, path, meta, value)
+            real = self.bundle.files_path(path)
+            if os.path.isdir(real):
+                return Answer(READ, path, ERROR, error="is a directory")
+            if not os.path.isfile(real):
+                return Answer(READ, path, MISSING)
+            with open(real, "rb") as f:
+                return Answer(READ, path, OK, f.read(max_bytes))
+
+        return self._guard(READ, path, read)
+
+    def listdir(self, path: str) -> Answer:
+        def listdir() -> Answer:
+            meta = self.bundle.entry(LIST, path)
+            if meta is not None:
+                entries = meta.get("entries", []) if status_of(meta) == OK else None
+                if entries is not None:
+                    entries = tuple(sorted(str(e) for e in entries))
+                return _from_meta(LIST, path, meta, entries)
+            real = self.bundle.files_path(path)
+            if not os.path.isdir(real):
+                return Answer(LIST, path, MISSING)
+            return Answer(LIST, path, OK, tuple(sorted(os.listdir(real))))
+
+        return self._guard(LIST, path, listdir)
+
+    def readlink(self, path: str) -> Answer:
+        def readlink() -> Answer:
+            meta = self.bundle.entry(LINK, path)
+            if meta is not None:
+                return _from_meta(LINK, path, meta, meta.get("target"))
+            real = self.bundle.files_path(path, follow_last=False)
+            if os.path.islink(real):
+                return Answer(LINK, path, OK, os.readlink(real))
+            if os.path.exists(real):
+                return Answer(LINK, path, ERROR, error="not a symbolic link")
+            return Answer(LINK, path, MISSING)
+
+        return self._guard(LINK, path, readlink)
+
+    def statvfs(self, path: str) -> Answer:
+        def statvfs() -> Answer:
+            meta = self.bundle.entry(STATVFS, path)
+            if meta is None:
+                return Answer(STATVFS, path, MISSING)
+            value = meta.get("value")
+            if status_of(meta) == OK and not isinstance(value, dict):
+                raise ValueError(f"statvfs of {path} has no value")
+            return _from_meta(STATVFS, path, meta, value)
+
+        return self._guard(STATVFS, path, statvfs)
+
+    def probe(self, name: str) -> Answer:
+        def probe() -> Answer:
+            meta = self.bundle.json(probe_relpath(name))
+            if meta is None:
+                return Answer(PROBE, name, MISSING)
+            if not isinstance(meta, dict):
+                raise ValueError(f"{probe_relpath(name)} is not a JSON object")
+            return _from_meta(PROBE, name, meta, meta.get("value"))
+
+        return self._guard(PROBE, name, probe)
+
+    def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
+        key = command_key(argv)
+
+        def run() -> Answer:
+            for name in dict.fromkeys(command_folders(argv)):
+                folder = f"commands/{name}"
+                if not os.path.isdir(self.bundle.inside(folder)):
+                    continue
+                meta = self.bundle.json(f"{folder}/command.json") or {}
+                if not isinstance(meta, dict):
+                    raise ValueError(f"{folder}/command.json is not a JSON object")
+                if "argv" in meta and list(meta["argv"]) != list(argv):
+                    continue  # another command line that mangles to the same name
+                value = None
+                if status_of(meta) == OK:
+                    value = CommandResult(
+                        int(meta.get("returncode", 0)),
+                        self.bundle.read_bytes(f"{folder}/stdout", DEFAULT_MAX_BYTES) or b"",
+                        self.bundle.read_bytes(f"{folder}/stderr", DEFAULT_MAX_BYTES) or b"",
+                    )
+                return _from_meta(RUN, key, meta, value)
+            return Answer(RUN, key, MISSING, error="not in the bundle")
+
+        return self._guard(RUN, key, run)

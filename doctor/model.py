@@ -1,0 +1,184 @@
+"""Findings and Reports: the one data model every renderer and the TUI read."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class Status(str, enum.Enum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"  # not applicable here; the summary says why
+    ERROR = "error"  # the check or its probe crashed or timed out; never a verdict on the host
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One raw answer a finding rests on (op + key name it in a bundle)."""
+
+    op: str
+    key: str
+    status: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"op": self.op, "key": self.key, "status": self.status}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Evidence:
+        return cls(str(d["op"]), str(d["key"]), str(d["status"]))
+
+    def __str__(self) -> str:
+        suffix = "" if self.status == "ok" else f" ({self.status})"
+        return f"{self.op} {self.key}{suffix}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a check function returns; the runner adds identity, evidence and timing."""
+
+    status: Status
+    summary: str
+    details: tuple[str, ...] = ()
+    remediation: str | None = None  # replaces the check's default remediation
+    fixes: tuple[str, ...] | None = None  # replaces the check's default fix ids
+
+
+def _outcome(status: Status):
+    def make(summary: str, details=(), *, remediation: str | None = None, fixes=None) -> Outcome:
+        return Outcome(
+            status,
+            summary,
+            tuple(details),
+            remediation,
+            None if fixes is None else tuple(fixes),
+        )
+
+    make.__name__ = status.name.lower()
+    return make
+
+
+passed = _outcome(Status.PASS)
+warned = _outcome(Status.WARN)
+failed = _outcome(Status.FAIL)
+skipped = _outcome(Status.SKIP)
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    title: str
+    category: str
+    status: Status
+    summary: str
+    details: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    remediation: str = ""
+    fixes: tuple[str, ...] = ()
+    duration_s: float = 0.0
+    source: str = "builtin"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "category": self.category,
+            "status": self.status.value,
+            "summary": self.summary,
+            "details": list(self.details),
+            "evidence": [e.to_dict() for e in self.evidence],
+            "remediation": self.remediation,
+            "fixes": list(self.fixes),
+            "duration_s": round(self.duration_s, 6),
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        return cls(
+            id=d["id"],
+            title=d["title"],
+            category=d["category"],
+            status=Status(d["status"]),
+            summary=d["summary"],
+            details=tuple(d.get("details", ())),
+            evidence=tuple(Evidence.from_dict(e) for e in d.get("evidence", ())),
+            remediation=d.get("remediation", ""),
+            fixes=tuple(d.get("fixes", ())),
+            duration_s=float(d.get("duration_s", 0.0)),
+            source=d.get("source", "builtin"),
+        )
+
+
+def counts(findings) -> dict[str, int]:
+    result = {s.value: 0 for s in Status}
+    for f in findings:
+        result[f.status.value] += 1
+    return result
+
+
+def overall(findings) -> Status:
+    """The run's worst verdict, in the order a reader cares: fail, error, warn, pass."""
+    present = {f.status for f in findings}
+    for status in (Status.FAIL, Status.ERROR, Status.WARN):
+        if status in present:
+            return status
+    return Status.PASS
+
+
+@dataclass
+class Report:
+    findings: list[Finding]
+    host: dict[str, Any] = field(default_factory=dict)
+    tool: dict[str, str] = field(default_factory=dict)
+    started_at: str = ""
+    duration_s: float = 0.0
+    timings: dict[str, dict[str, float]] = field(default_factory=dict)
+    strict: bool = False
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def status(self) -> Status:
+        return overall(self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dldoctor.exitcodes import exit_code_for
+
+        return {
+            "schema_version": self.schema_version,
+            "tool": self.tool,
+            "host": self.host,
+            "started_at": self.started_at,
+            "duration_s": round(self.duration_s, 6),
+            "strict": self.strict,
+            "summary": {
+                "status": self.status.value,
+                "exit_code": int(exit_code_for(self.findings, strict=self.strict)),
+                "counts": counts(self.findings),
+            },
+            "findings": [f.to_dict() for f in self.findings],
+            "timings": self.timings,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Report:
+        version = d.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"report schema_version {version!r} is not {SCHEMA_VERSION}")
+        return cls(
+            findings=[Finding.from_dict(f) for f in d.get("findings", ())],
+            host=dict(d.get("host", {})),
+            tool=dict(d.get("tool", {})),
+            started_at=d.get("started_at", ""),
+            duration_s=float(d.get("duration_s", 0.0)),
+            timings=dict(d.get("timings", {})),
+            strict=bool(d.get("strict", False)),
+            schema_version=version,
+        )

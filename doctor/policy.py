@@ -1,0 +1,133 @@
+"""Policy: the expected state of a host and the thresholds, with built-in defaults.
+
+The defaults below are the deployment guide's numbers (docs/policy.md lists every key).
+A site's TOML file (`--policy`) overrides any subset; an unknown key or a value of the
+wrong type is an error naming the key, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Ubuntu 22.04's Python 3.10
+    import tomli as tomllib
+
+
+class PolicyError(Exception):
+    """An unreadable or invalid policy file; the message is one line."""
+
+
+@dataclass(frozen=True)
+class SupportedOs:
+    id: str  # os-release ID
+    min_version: str  # lowest VERSION_ID that is supported
+
+
+@dataclass(frozen=True)
+class OsPolicy:
+    supported: tuple[SupportedOs, ...] = (
+        SupportedOs("ubuntu", "22.04"),
+        SupportedOs("rhel", "8"),
+        SupportedOs("rocky", "8"),
+        SupportedOs("almalinux", "8"),
+        SupportedOs("debian", "12"),
+    )
+
+
+@dataclass(frozen=True)
+class KernelPolicy:
+    min_version: str = "5.15"
+
+
+@dataclass(frozen=True)
+class MemoryPolicy:
+    min_total_gib: float = 0.0  # 0: any RAM present passes
+
+
+@dataclass(frozen=True)
+class PythonPolicy:
+    min_version: str = "3.10"
+
+
+@dataclass(frozen=True)
+class LibcPolicy:
+    # PyTorch wheels since 2.6 are manylinux_2_28: an older glibc cannot install them.
+    min_glibc: str = "2.28"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    command_s: float = 10.0
+    filesystem_s: float = 5.0
+    check_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    os: OsPolicy = field(default_factory=OsPolicy)
+    kernel: KernelPolicy = field(default_factory=KernelPolicy)
+    memory: MemoryPolicy = field(default_factory=MemoryPolicy)
+    python: PythonPolicy = field(default_factory=PythonPolicy)
+    libc: LibcPolicy = field(default_factory=LibcPolicy)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+
+
+def load_policy(path: str | None) -> tuple[Policy, str]:
+    """The policy and where it came from ("built-in" or the file's path)."""
+    if path is None:
+        return Policy(), "built-in"
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"policy {path} is not valid TOML: {exc}") from None
+    try:
+        return _build(Policy, data, ""), path
+    except PolicyError as exc:
+        raise PolicyError(f"policy {path}: {exc}") from None
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise PolicyError(f"[{where}] must be a table" if where else "must be a table")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        place = f"[{where}]" if where else "top level"
+        raise PolicyError(f"unknown key {unknown[0]!r} at {place} (known: {', '.join(sorted(names))})")
+    values = {
+        name: _coerce(hints[name], value, f"{where}.{name}" if where else name)
+        for name, value in data.items()
+    }
+    return cls(**values)
+
+
+def _coerce(hint: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
+    if origin is tuple:
+        (item, _ellipsis) = typing.get_args(hint)
+        if not isinstance(value, list):
+            raise PolicyError(f"{where} must be a list")
+        return tuple(_coerce(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _coerce(options[0], value, where)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is str and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)  # `min_version = 8` means "8"; 22.10 must be quoted (float 22.1)
+    if not isinstance(value, hint) or (hint is not bool and isinstance(value, bool)):
+        raise PolicyError(f"{where} must be a {hint.__name__}, not {type(value).__name__}")
+    return value

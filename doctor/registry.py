@@ -1,0 +1,141 @@
+"""Checks: declared with @check, discovered from dldoctor.checks and from plugins.
+
+The decorator only attaches a descriptor to the function (no global list fills up at
+import time), so a check stays a plain function that tests can call with hand-built facts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import pkgutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from dldoctor.model import Outcome
+
+ENTRY_POINT_GROUP = "dldoctor.checks"
+NO_PLUGINS_ENV = "DLDOCTOR_NO_PLUGINS"
+_MARK = "__dldoctor_check__"
+
+# Display order of categories; unknown (plugin) categories follow, alphabetically.
+CATEGORY_ORDER = ("system", "gpu", "cuda", "pci", "numa", "memory", "storage", "network",
+                  "thermal", "plugins")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str
+    title: str
+    category: str
+    fn: Callable[..., Outcome]
+    remediation: str = ""
+    fixes: tuple[str, ...] = ()
+    source: str = "builtin"
+    order: int = 0  # line of definition: checks keep their module's reading order
+
+
+def check(
+    id: str,
+    title: str,
+    *,
+    category: str | None = None,
+    remediation: str = "",
+    fixes: Iterable[str] = (),
+) -> Callable[[Callable[..., Outcome]], Callable[..., Outcome]]:
+    """Declare `fn(facts, policy) -> Outcome` as a check with a stable dotted id."""
+
+    def declare(fn: Callable[..., Outcome]) -> Callable[..., Outcome]:
+        spec = CheckSpec(
+            id=id,
+            title=title,
+            category=category or id.split(".", 1)[0],
+            fn=fn,
+            remediation=remediation,
+            fixes=tuple(fixes),
+            order=fn.__code__.co_firstlineno,
+        )
+        setattr(fn, _MARK, spec)
+        return fn
+
+    return declare
+
+
+def checks_in(module: ModuleType, source: str = "builtin") -> list[CheckSpec]:
+    specs = []
+    for _, obj in inspect.getmembers(module, inspect.isfunction):
+        spec = getattr(obj, _MARK, None)
+        if isinstance(spec, CheckSpec) and obj.__module__ == module.__name__:
+            specs.append(spec if source == "builtin" else _with_source(spec, source))
+    return specs
+
+
+def _with_source(spec: CheckSpec, source: str) -> CheckSpec:
+    return CheckSpec(**{**spec.__dict__, "source": source})
+
+
+def builtin_checks() -> list[CheckSpec]:
+    import dldoctor.checks as package
+
+    specs: list[CheckSpec] = []
+    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+        specs.extend(checks_in(importlib.import_module(info.name)))
+    return specs
+
+
+@dataclass
+class PluginLoad:
+    specs: list[CheckSpec] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (entry point, reason)
+
+
+def plugins_disabled(flag: bool) -> bool:
+    return flag or os.environ.get(NO_PLUGINS_ENV, "").strip() not in ("", "0")
+
+
+def plugin_checks() -> PluginLoad:
+    """Checks from the `dldoctor.checks` entry-point group: each names a module."""
+    from importlib.metadata import entry_points
+
+    result = PluginLoad()
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist.name if ep.dist is not None else ep.name
+        try:
+            module = ep.load()
+        except Exception as exc:  # a broken plugin is reported, never fatal
+            result.errors.append((f"{ep.name} ({dist})", f"{type(exc).__name__}: {exc}"))
+            continue
+        if not isinstance(module, ModuleType):
+            result.errors.append((f"{ep.name} ({dist})", "entry point must name a module"))
+            continue
+        result.specs.extend(checks_in(module, source=dist))
+    return result
+
+
+def ordered(specs: Iterable[CheckSpec]) -> list[CheckSpec]:
+    def key(s: CheckSpec):
+        rank = (CATEGORY_ORDER.index(s.category) if s.category in CATEGORY_ORDER
+                else len(CATEGORY_ORDER))  # fmt: skip
+        return (rank, s.category, s.source != "builtin", s.fn.__module__, s.order)
+
+    return sorted(specs, key=key)
+
+
+def select(specs: list[CheckSpec], only: list[str], skip: list[str]) -> list[CheckSpec]:
+    """Keep checks matching `only` (all if empty), minus `skip`.
+
+    A token matches a check by exact id, by id prefix at a dot (`gpu` or `gpu.ecc`), or by
+    category. A token that matches nothing is a usage error (ValueError), so a typo in a
+    CI job's --skip does not silently run everything.
+    """
+
+    def matches(token: str, spec: CheckSpec) -> bool:
+        return spec.id == token or spec.id.startswith(token + ".") or spec.category == token
+
+    for token in [*only, *skip]:
+        if not any(matches(token, s) for s in specs):
+            raise ValueError(f"no check matches {token!r} (see --list-checks)")
+    chosen = [s for s in specs if not only or any(matches(t, s) for t in only)]
+    return [s for s in chosen if not any(matches(t, s) for t in skip)]

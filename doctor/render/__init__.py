@@ -1,0 +1,1 @@
+"""Renderers read Reports and nothing else; none imports another, and none imports Textual."""

@@ -1,0 +1,80 @@
+"""The checklist for a terminal, in the spirit of `flutter doctor`."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from dldoctor.model import Finding, Report, Status, counts
+
+GLYPHS = {
+    Status.PASS: ("✓", "green"),
+    Status.WARN: ("!", "yellow"),
+    Status.FAIL: ("✗", "red"),
+    Status.SKIP: ("-", "dim"),
+    Status.ERROR: ("☠", "magenta"),
+}
+ASCII = {Status.PASS: "ok", Status.WARN: "!", Status.FAIL: "x", Status.SKIP: "-", Status.ERROR: "E"}
+
+
+def _console(stream: TextIO, color: str):
+    from rich.console import Console
+
+    kwargs: dict = {"file": stream, "highlight": False, "soft_wrap": True}
+    if color == "always":
+        kwargs["force_terminal"] = True
+    elif color == "never":
+        kwargs["color_system"] = None
+    return Console(**kwargs)
+
+
+def render_text(report: Report, *, verbose: bool = False, color: str = "auto",
+                stream: TextIO | None = None) -> None:  # fmt: skip
+    from rich.markup import escape
+
+    stream = stream or sys.stdout
+    console = _console(stream, color)
+    unicode = (getattr(stream, "encoding", "") or "").lower().replace("-", "") == "utf8"
+    host = report.host
+    head = " · ".join(
+        str(v) for v in (host.get("hostname"), host.get("os"), host.get("source")) if v
+    )
+    console.print(f"[bold]dldoctor {escape(report.tool.get('version', ''))}[/] {escape(head)}")
+    console.print()
+    for f in report.findings:
+        _finding(console, f, verbose, unicode, escape)
+    console.print()
+    console.print(_footer(report, unicode))
+
+
+def _finding(console, f: Finding, verbose: bool, unicode: bool, escape) -> None:
+    glyph, style = GLYPHS[f.status]
+    if not unicode:
+        glyph = ASCII[f.status]
+    console.print(f"[{style}]\\[{glyph}][/] [bold]{escape(f.title)}[/]: {escape(f.summary)}")
+    bullet = "•" if unicode else "*"
+    if verbose or f.status in (Status.FAIL, Status.ERROR):
+        for line in f.details:
+            console.print(f"    {bullet} {escape(line)}")
+    if f.remediation:
+        arrow = "→" if unicode else "->"
+        console.print(f"    [{style}]{arrow}[/] {escape(f.remediation)}")
+    if f.fixes:
+        console.print(f"    fix: {escape(', '.join(f.fixes))}")
+    if verbose:
+        console.print(f"    [dim]id {escape(f.id)} · {f.duration_s * 1000:.1f} ms"
+                      f"{'' if f.source == 'builtin' else ' · from ' + escape(f.source)}[/]")
+        for ev in f.evidence:
+            console.print(f"    [dim]evidence: {escape(str(ev))}[/]")
+
+
+def _footer(report: Report, unicode: bool) -> str:
+    c = counts(report.findings)
+    parts = [f"{c['pass']} passed", f"{c['warn']} warnings", f"{c['fail']} failed",
+             f"{c['skip']} skipped", f"{c['error']} errors"]  # fmt: skip
+    line = ", ".join(parts) + f" in {report.duration_s:.2f} s."
+    problems = c["fail"] + c["warn"] + c["error"]
+    if problems == 0:
+        return line + " No issues found!"
+    noun = "check" if problems == 1 else "checks"
+    return line + f" Doctor found issues in {problems} {noun}."

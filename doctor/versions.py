@@ -1,0 +1,29 @@
+"""Loose version numbers as the systems write them: `5.15.0-91-generic`, `22.04`, `535.154.02`."""
+
+from __future__ import annotations
+
+import re
+
+_LEADING = re.compile(r"\d+(?:\.\d+)*")
+
+
+def version_tuple(text: str | None) -> tuple[int, ...] | None:
+    """The leading dotted number of `text` as ints, or None if it has none.
+
+    `22.04` is (22, 4): release numbers compare numerically, so 22.10 > 22.04.
+    """
+    if not text:
+        return None
+    m = _LEADING.search(text.strip())
+    if m is None:
+        return None
+    return tuple(int(p) for p in m.group(0).split("."))
+
+
+def at_least(found: str | None, minimum: str) -> bool | None:
+    """found >= minimum, comparing as many parts as `minimum` has; None if unparseable."""
+    have, want = version_tuple(found), version_tuple(minimum)
+    if have is None or want is None:
+        return None
+    width = max(len(have), len(want))
+    return have + (0,) * (width - len(have)) >= want + (0,) * (width - len(want))

@@ -1,0 +1,243 @@
+"""The bundle directory: writing what a RecordingHost kept, and reading it back safely.
+
+The layout is documented for humans in docs/bundle-format.md; keep the two in step.
+A bundle is untrusted input: every path read from it stays inside it, links included,
+sizes are capped, and any defect becomes a one-line BundleError.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from dldoctor import __version__
+from dldoctor.host.base import LINK, LIST, OK, PROBE, READ, RUN, STATVFS, Answer, command_key
+from dldoctor.host.paths import resolve_in_root
+
+FORMAT = "dldoctor-bundle"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+REPORT = "report.json"
+ANSWERS = "answers.json"
+FILES = "files"
+COMMANDS = "commands"
+PROBES = "probes"
+NVML = "nvml.json"
+MAX_JSON_BYTES = 64 * 1024 * 1024
+_SLUG_MAX = 120
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=,@-]")
+
+
+class BundleError(Exception):
+    """A bundle that cannot be read; the message is one line for the user."""
+
+
+def command_folders(argv: Sequence[str]) -> tuple[str, str]:
+    """Folder names a command may have under commands/, the plain one first.
+
+    `nvidia-smi -q -x` -> `nvidia-smi_-q_-x`. When two command lines mangle to the same
+    name (or the name is long) the second form, with a hash of the exact argv, is used.
+    """
+    digest = hashlib.sha1(command_key(argv).encode()).hexdigest()[:10]
+    slug = _UNSAFE.sub("_", "_".join(argv)).lstrip(".") or "_"
+    if len(slug) > _SLUG_MAX:
+        slug = slug[:_SLUG_MAX]
+        return f"{slug}-{digest}", f"{slug}-{digest}"
+    return slug, f"{slug}-{digest}"
+
+
+def probe_relpath(name: str) -> str:
+    # The design fixes nvml.json at the top; every other probe lives under probes/.
+    return NVML if name == "nvml" else f"{PROBES}/{name}.json"
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _answer_meta(answer: Answer) -> dict[str, Any]:
+    meta: dict[str, Any] = {"status": answer.status}
+    if answer.error:
+        meta["error"] = answer.error
+    if answer.timeout_s is not None:
+        meta["timeout_s"] = answer.timeout_s
+    meta["duration_s"] = round(answer.duration_s, 6)
+    return meta
+
+
+def write_bundle(
+    dest: str,
+    answers: Iterable[tuple[Answer, Sequence[str] | None]],
+    *,
+    report: dict | None = None,
+    argv: Sequence[str] = (),
+    extra_files: dict[str, bytes] | None = None,
+) -> str:
+    """Write a bundle directory at `dest` (which must not exist) and return its path.
+
+    Everything is written into a sibling temporary directory first and renamed at the end,
+    so an interrupted write leaves no half-written bundle behind.
+    """
+    dest = os.path.abspath(dest)
+    if os.path.exists(dest):
+        raise BundleError(f"{dest} already exists; choose a new path")
+    parent = os.path.dirname(dest)
+    tmp = tempfile.mkdtemp(prefix=".dldoctor-bundle-", dir=parent)
+    try:
+        _write_tree(tmp, answers, report, argv, extra_files or {})
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def _write_tree(root, answers, report, argv, extra_files) -> None:
+    index: dict[str, dict[str, Any]] = {READ: {}, LIST: {}, LINK: {}, STATVFS: {}}
+    written: dict[str, bytes] = {}
+    folder_argv: dict[str, list[str]] = {}
+
+    def put(rel: str, data: bytes) -> bool:
+        path = os.path.join(root, rel)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "xb") as f:
+                f.write(data)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError):
+            return False  # a path that is both a file and a folder's parent: see below
+        written[rel] = data
+        return True
+
+    for answer, cmd_argv in answers:
+        meta = _answer_meta(answer)
+        if answer.op == READ:
+            rel = f"{FILES}/{answer.key.lstrip('/')}"
+            if answer.ok and put(rel, answer.value):
+                continue
+            if answer.ok:  # cannot live in files/: keep the bytes in the index instead
+                meta["content_b64"] = base64.b64encode(answer.value).decode()
+            index[READ][answer.key] = meta
+        elif answer.op == LIST:
+            if answer.ok:
+                meta["entries"] = list(answer.value)
+            index[LIST][answer.key] = meta
+        elif answer.op == LINK:
+            if answer.ok:
+                meta["target"] = answer.value
+            index[LINK][answer.key] = meta
+        elif answer.op == STATVFS:
+            if answer.ok:
+                meta["value"] = answer.value
+            index[STATVFS][answer.key] = meta
+        elif answer.op == RUN:
+            plain, hashed = command_folders(cmd_argv)
+            meta["argv"] = list(cmd_argv)
+            name = plain if folder_argv.setdefault(plain, meta["argv"]) == meta["argv"] else hashed
+            folder = f"{COMMANDS}/{name}"
+            if answer.ok:
+                meta["returncode"] = answer.value.returncode
+                put(f"{folder}/stdout", answer.value.stdout)
+                put(f"{folder}/stderr", answer.value.stderr)
+            put(f"{folder}/command.json", _json_bytes(meta))
+        elif answer.op == PROBE:
+            if answer.ok:
+                meta["value"] = answer.value
+            put(probe_relpath(answer.key), _json_bytes(meta))
+
+    put(ANSWERS, _json_bytes({k: v for k, v in index.items() if v}))
+    if report is not None:
+        put(REPORT, _json_bytes(report))
+    for rel, data in extra_files.items():
+        put(rel, data)
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "tool": {"name": "dldoctor", "version": __version__},
+        "created": _utc_now(),
+        "argv": list(argv),
+        "files": {rel: hashlib.sha256(data).hexdigest() for rel, data in sorted(written.items())},
+    }
+    put(MANIFEST, _json_bytes(manifest))
+
+
+def _json_bytes(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+
+
+class BundleReader:
+    """Read access to a bundle directory that never leaves it."""
+
+    def __init__(self, path: str):
+        self.path = os.path.abspath(path)
+        if not os.path.exists(self.path):
+            raise BundleError(f"bundle not found: {path}")
+        if not os.path.isdir(self.path):
+            raise BundleError(f"not a bundle directory: {path}")
+        self.manifest = self.json(MANIFEST) or {}
+        if not isinstance(self.manifest, dict):
+            raise BundleError(f"{path}: {MANIFEST} is not a JSON object")
+        if self.manifest and self.manifest.get("format") != FORMAT:
+            raise BundleError(f"{path}: {MANIFEST} does not describe a {FORMAT}")
+        version = self.manifest.get("format_version", FORMAT_VERSION)
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise BundleError(
+                f"{path}: bundle format version {version!r} is newer than this dldoctor reads "
+                f"({FORMAT_VERSION}); upgrade dldoctor"
+            )
+        index = self.json(ANSWERS) or {}
+        if not isinstance(index, dict) or not all(isinstance(v, dict) for v in index.values()):
+            raise BundleError(f"{path}: {ANSWERS} must map operations to objects")
+        self.index: dict[str, dict[str, Any]] = index
+        self.files_root = os.path.join(self.path, FILES)
+
+    def inside(self, rel: str) -> str:
+        """Real path of bundle-relative `rel`, links resolved without leaving the bundle."""
+        return resolve_in_root(self.path, rel)
+
+    def files_path(self, path: str, *, follow_last: bool = True) -> str:
+        """Real path of a host path under files/, resolved as if files/ were `/`."""
+        return resolve_in_root(self.files_root, path, follow_last=follow_last)
+
+    def read_bytes(self, rel: str, limit: int) -> bytes | None:
+        real = self.inside(rel)
+        if not os.path.isfile(real):
+            return None
+        with open(real, "rb") as f:
+            return f.read(limit)
+
+    def json(self, rel: str) -> Any:
+        data = self.read_bytes(rel, MAX_JSON_BYTES + 1)
+        if data is None:
+            return None
+        if len(data) > MAX_JSON_BYTES:
+            raise BundleError(f"{self.path}: {rel} is larger than {MAX_JSON_BYTES} bytes")
+        try:
+            return json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BundleError(f"{self.path}: {rel} is not valid JSON ({exc})") from None
+
+    def entry(self, op: str, key: str) -> dict[str, Any] | None:
+        value = self.index.get(op, {}).get(key)
+        return value if isinstance(value, dict) else None
+
+    def verify(self) -> list[str]:
+        """Files whose sha256 differs from the manifest (edited by hand, or damaged)."""
+        changed = []
+        for rel, digest in sorted(self.manifest.get("files", {}).items()):
+            data = self.read_bytes(rel, MAX_JSON_BYTES * 4)
+            if data is None or hashlib.sha256(data).hexdigest() != digest:
+                changed.append(rel)
+        return changed
+
+
+def status_of(meta: dict[str, Any]) -> str:
+    status = meta.get("status", OK)
+    return status if isinstance(status, str) else OK
