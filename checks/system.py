@@ -96,20 +96,21 @@ def system_memory(facts: Facts, policy: Policy) -> Outcome:
 )
 def python_version(facts: Facts, policy: Policy) -> Outcome:
     py = facts.get(sysfacts.python)
-    if not py.version:
-        return skipped("interpreter details not available", py.notes)
-    where = "virtual environment" if py.in_venv else "system interpreter"
-    details = [f"dldoctor runs in {py.executable} ({where})", *py.notes]
-    if py.path_python3 and py.path_version:
-        details.append(f"python3 on PATH: {py.path_python3} (Python {py.path_version})")
-    elif not py.path_python3:
+    if not py.version and not py.path_version:
+        return skipped("no Python version available", py.notes)
+    details = list(py.notes)
+    if py.version:
+        where = "virtual environment" if py.in_venv else "system interpreter"
+        details.insert(0, f"dldoctor runs in {py.executable} ({where})")
+    if py.path_version:
+        details.append(f"python3 on PATH: {py.path_python3 or 'python3'} (Python {py.path_version})")
+    elif py.version and not py.path_python3:
         details.append("no python3 on PATH")
     minimum = policy.python.min_version
-    versions = [v for v in (py.version, py.path_version) if v]
-    old = [v for v in versions if at_least(v, minimum) is False]
+    old = [v for v in (py.version, py.path_version) if v and at_least(v, minimum) is False]
     if old:
         return warned(f"Python {old[0]} is older than {minimum}", details)
-    return passed(f"Python {py.version}", details)
+    return passed(f"Python {py.version or py.path_version}", details)
 
 
 @check(
@@ -141,5 +142,5 @@ def container(facts: Facts, policy: Policy) -> Outcome:
         return passed(f"in a {c.runtime or 'container'} container", details)
     if c.in_container is None:
         return passed("possibly in a container: the signs disagree", details)
-    where = c.virtualization or "host"
-    return passed(f"not in a container ({where})", details)
+    where = f" ({c.virtualization})" if c.virtualization else ""
+    return passed(f"not in a container{where}", details)

@@ -29,7 +29,11 @@ class OsRelease:
 
     @property
     def display(self) -> str:
-        return self.pretty_name or " ".join(p for p in (self.name, self.version_id) if p)
+        plain = " ".join(p for p in (self.name or self.id, self.version_id) if p)
+        # PRETTY_NAME is meant for people but is sometimes a SKU label without a version.
+        if self.pretty_name and (not self.version_id or self.version_id in self.pretty_name):
+            return self.pretty_name
+        return f"{plain} ({self.pretty_name})" if self.pretty_name else plain
 
 
 def parse_os_release(text: str, source: str = "") -> OsRelease:
@@ -129,11 +133,14 @@ def memory(ctx: FactContext) -> Memory:
     if not answer.ok:
         return Memory(None, None, None, None, None, None, (f"/proc/meminfo: {answer.status}",))
     values, notes = parse_meminfo(answer.text)
-    if "MemAvailable" not in values and "MemFree" in values:
-        notes.append("no MemAvailable (kernel older than 3.14); using MemFree")
+    available = values.get("MemAvailable")
+    if available is None and "MemFree" in values:
+        # What `free` reported before kernel 3.14 added MemAvailable.
+        available = sum(values.get(k, 0) for k in ("MemFree", "Buffers", "Cached"))
+        notes.append("no MemAvailable (kernel older than 3.14): estimated as free + buffers + cache")
     return Memory(
         total_bytes=values.get("MemTotal"),
-        available_bytes=values.get("MemAvailable", values.get("MemFree")),
+        available_bytes=available,
         swap_total_bytes=values.get("SwapTotal"),
         swap_free_bytes=values.get("SwapFree"),
         hugepages_total=values.get("HugePages_Total"),

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+FIXTURES = TESTS / "fixtures"
+HOSTS = FIXTURES / "hosts"
+
+
+def run_dldoctor(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """The installed CLI in a child process, exactly as a user or CI job runs it."""
+    full_env = {**os.environ, "DLDOCTOR_NO_PLUGINS": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "dldoctor", *args],
+        capture_output=True, text=True, env=full_env, timeout=timeout,
+    )
+
+
+def report_of(proc: subprocess.CompletedProcess) -> dict:
+    return json.loads(proc.stdout)
+
+
+def verdicts(report: dict) -> dict[str, str]:
+    return {f["id"]: f["status"] for f in report["findings"]}
+
+
+@pytest.fixture
+def hosts() -> Path:
+    return HOSTS

@@ -1,0 +1,166 @@
+"""The command line as CI and users meet it: exit codes, JSON, no Textual, timeouts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dldoctor.exitcodes import ExitCode
+from tests.bundlebuilder import BundleBuilder
+from tests.conftest import FIXTURES, HOSTS, report_of, run_dldoctor, verdicts
+from tests.test_host_live import fake_command
+
+HEALTHY = str(HOSTS / "ubuntu2204-healthy")
+LEGACY = str(HOSTS / "rhel72-legacy")
+
+
+def test_version():
+    from dldoctor import __version__
+
+    proc = run_dldoctor("--version")
+    assert (proc.returncode, proc.stdout.strip()) == (0, f"dldoctor {__version__}")
+
+
+def test_json_on_this_machine_is_valid_and_complete():
+    proc = run_dldoctor("--check", "--json")
+    report = report_of(proc)
+    assert report["schema_version"] == 1
+    assert proc.returncode == report["summary"]["exit_code"]
+    assert proc.returncode in (ExitCode.OK, ExitCode.PROBLEMS)
+    assert {"system.os.release", "system.kernel.version", "system.memory"} <= set(verdicts(report))
+    assert report["host"]["kernel"] == os.uname().release
+    for f in report["findings"]:
+        assert f["status"] != "error", f
+        assert f["evidence"], f"{f['id']} names no evidence"
+
+
+def test_exit_0_healthy_and_checklist_text():
+    proc = run_dldoctor("--check", "--from", HEALTHY, "--color", "never")
+    assert proc.returncode == ExitCode.OK
+    assert "[✓] Operating system: Ubuntu 22.04.4 LTS" in proc.stdout
+    assert "No issues found!" in proc.stdout
+
+
+def test_exit_1_on_failure_and_on_warnings_with_strict():
+    assert run_dldoctor("--check", "--from", LEGACY).returncode == ExitCode.OK  # warnings only
+    assert run_dldoctor("--check", "--from", LEGACY, "--strict").returncode == ExitCode.PROBLEMS
+    policy = str(FIXTURES / "policies/fleet-64g.toml")
+    assert run_dldoctor("--check", "--from", HEALTHY, "--policy", policy).returncode == ExitCode.PROBLEMS
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--only", "gpu.nonexistent"], ["--timeout", "0"]])
+def test_exit_2_usage(args):
+    proc = run_dldoctor("--check", "--from", HEALTHY, *args)
+    assert proc.returncode == ExitCode.USAGE
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+
+
+def test_exit_3_when_a_check_cannot_finish(tmp_path):
+    b = BundleBuilder(tmp_path / "b").command(["getconf", "GNU_LIBC_VERSION"], status="timeout",
+                                              timeout_s=10.0)  # fmt: skip
+    report = report_of(proc := run_dldoctor("--check", "--json", "--from", str(b.root)))
+    assert proc.returncode == ExitCode.INCOMPLETE
+    assert verdicts(report)["system.libc"] == "error"
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: ["--from", str(p / "absent")],
+    lambda p: (p.joinpath("answers.json").write_text("{"), ["--from", str(p)])[1],
+    lambda p: ["--policy", str(p / "absent.toml")],
+    lambda p: (p.joinpath("bad.toml").write_text("[kernel]\nmin = 1\n"), ["--policy", str(p / "bad.toml")])[1],
+])  # fmt: skip
+def test_exit_4_unreadable_input_is_one_line(tmp_path, make):
+    proc = run_dldoctor("--check", *make(tmp_path))
+    assert proc.returncode == ExitCode.BAD_INPUT
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("dldoctor: ")
+
+
+def test_only_and_skip_by_category_and_id():
+    report = report_of(run_dldoctor("--check", "--json", "--from", HEALTHY, "--only", "system",
+                                    "--skip", "system.memory,system.python"))  # fmt: skip
+    ids = set(verdicts(report))
+    assert "system.memory" not in ids and "system.python" not in ids and "system.kernel.version" in ids
+
+
+def test_verbose_shows_details_evidence_and_timings():
+    out = run_dldoctor("--check", "-v", "--from", HEALTHY, "--color", "never").stdout
+    assert "evidence: read /proc/meminfo" in out
+    assert "id system.memory ·" in out and " ms" in out
+
+
+def test_list_checks():
+    proc = run_dldoctor("--list-checks")
+    assert proc.returncode == 0 and "system.kernel.version" in proc.stdout
+
+
+def test_check_never_imports_textual_nor_cpuinfo():
+    code = (
+        "import sys; from dldoctor.cli import main; rc = main(['--check', '--json']);"
+        "bad = [m for m in ('textual', 'cpuinfo') if m in sys.modules];"
+        "print('IMPORTED', bad, file=sys.stderr); sys.exit(0 if not bad else 99)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    # And as a whole process, whatever imports at start-up (.pth files included):
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "dldoctor", "--check", "--json"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}  # fmt: skip
+    assert "dldoctor" in imported
+    assert not imported & {"textual", "cpuinfo"}
+
+
+def test_a_hanging_command_errors_only_its_checks_and_the_run_ends_in_time(tmp_path):
+    # Fake `python3` and `getconf` that would sleep for five minutes.
+    for name in ("python3", "getconf"):
+        fake_command(tmp_path, name, "sleep 300")
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    start = time.monotonic()
+    proc = run_dldoctor("--check", "--json", "--timeout", "1", env=env, timeout=30)
+    elapsed = time.monotonic() - start
+    assert elapsed < 1 + 2, f"took {elapsed:.1f} s"
+    report = report_of(proc)
+    by_id = {f["id"]: f for f in report["findings"]}
+    assert by_id["system.python"]["status"] == "error"
+    assert by_id["system.python"]["summary"] == "`python3 --version` did not answer within 1 s (timed out)"
+    assert by_id["system.libc"]["summary"] == "`getconf GNU_LIBC_VERSION` did not answer within 1 s (timed out)"
+    others = {i: f["status"] for i, f in by_id.items() if i not in ("system.python", "system.libc")}
+    assert "error" not in others.values()
+    assert proc.returncode == ExitCode.INCOMPLETE or "fail" in others.values()
+
+
+def test_a_policy_that_is_a_directory_is_bad_input(tmp_path):
+    (tmp_path / "p.toml").mkdir()
+    proc = run_dldoctor("--check", "--policy", str(tmp_path / "p.toml"))
+    assert proc.returncode == ExitCode.BAD_INPUT
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_a_bug_outside_the_checks_is_exit_5_in_one_line(monkeypatch, capsys):
+    import dldoctor.diagnose
+    from dldoctor.cli import main
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("renderer exploded")
+
+    monkeypatch.setattr(dldoctor.diagnose, "diagnose", broken)
+    monkeypatch.delenv("DLDOCTOR_DEBUG", raising=False)
+    assert main(["--check", "--from", HEALTHY]) == ExitCode.INTERNAL
+    err = capsys.readouterr().err
+    assert err == ("dldoctor: internal error: RuntimeError: renderer exploded "
+                   "(set DLDOCTOR_DEBUG=1 for the traceback)\n")  # fmt: skip
+
+
+def test_json_report_round_trips():
+    from dldoctor.model import Report
+
+    report = report_of(run_dldoctor("--check", "--json", "--from", LEGACY))
+    again = Report.from_dict(report).to_dict()
+    assert again == report
+    assert json.loads(json.dumps(again)) == report

@@ -1,0 +1,168 @@
+"""Facts are lazy, memoised and shared between threads; the runner survives any check."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dldoctor.facts import Facts, FactFailed, fact
+from dldoctor.host import TIMEOUT, Answer, ProbeFailed
+from dldoctor.host.replay import ReplayHost
+from dldoctor.model import Status, passed
+from dldoctor.policy import Policy
+from dldoctor.registry import check, checks_in
+from dldoctor.runner import CheckFinished, CheckStarted, Runner
+from tests.bundlebuilder import BundleBuilder
+
+
+def test_concurrent_askers_wait_for_one_probe(tmp_path):
+    calls = []
+    gate = threading.Event()
+
+    @fact("slow")
+    def slow(ctx):
+        calls.append(1)
+        gate.wait(2)
+        return 42
+
+    facts = Facts(ReplayHost(str(tmp_path)))
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(facts.get(slow))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    gate.set()
+    for t in threads:
+        t.join(5)
+    assert results == [42] * 8
+    assert len(calls) == 1
+
+
+def test_evidence_follows_dependencies(tmp_path):
+    b = BundleBuilder(tmp_path / "b").file("/proc/a", "1").file("/proc/b", "2")
+
+    @fact("a")
+    def a(ctx):
+        return int(ctx.host.read("/proc/a").text)
+
+    @fact("sum")
+    def total(ctx):
+        return ctx.get(a) + int(ctx.host.read("/proc/b").text)
+
+    facts = Facts(ReplayHost(str(b.root)))
+    assert facts.get(total) == 3
+    assert [str(e) for e in facts.evidence(total)] == ["read /proc/a", "read /proc/b"]
+
+
+def test_a_failing_fact_fails_every_asker_the_same_way(tmp_path):
+    @fact("broken")
+    def broken(ctx):
+        raise ValueError("parser bug")
+
+    facts = Facts(ReplayHost(str(tmp_path)))
+    for _ in range(2):
+        with pytest.raises(FactFailed, match="fact broken failed: ValueError: parser bug"):
+            facts.get(broken)
+
+
+def test_a_probe_timeout_surfaces_as_probe_failed(tmp_path):
+    b = BundleBuilder(tmp_path / "b").command(["lspci"], status=TIMEOUT, timeout_s=3.0)
+
+    @fact("pci")
+    def pci(ctx):
+        return ctx.host.run(["lspci"]).require().text
+
+    with pytest.raises(ProbeFailed, match="`lspci` did not answer within 3 s"):
+        Facts(ReplayHost(str(b.root))).get(pci)
+
+
+def test_cycles_are_reported_not_deadlocked(tmp_path):
+    @fact("x")
+    def x(ctx):
+        return ctx.get(x)
+
+    with pytest.raises(FactFailed, match="cycle"):
+        Facts(ReplayHost(str(tmp_path))).get(x)
+
+
+def test_given_facts_for_unit_tests():
+    @fact("n")
+    def n(ctx):
+        raise AssertionError("never computed")
+
+    assert Facts.given({n: 7}).get(n) == 7
+
+    @fact("other")
+    def other(ctx):
+        return 0
+
+    with pytest.raises(FactFailed, match="no value given"):
+        Facts.given({}).get(other)
+
+
+# --- runner ---------------------------------------------------------------------------
+
+import types  # noqa: E402
+
+checks_module = types.ModuleType("sample_checks")
+
+
+@check("t.ok", "Fine")
+def ok_check(facts, policy):
+    return passed("all good")
+
+
+@check("t.crash", "Crashes")
+def crash_check(facts, policy):
+    return {}["missing"]
+
+
+@check("t.hang", "Hangs")
+def hang_check(facts, policy):
+    time.sleep(30)
+
+
+@check("t.wrong", "Returns garbage")
+def wrong_check(facts, policy):
+    return "pass"
+
+
+@check("t.probe", "Probe times out")
+def probe_check(facts, policy):
+    raise ProbeFailed(Answer("run", "nvidia-smi", TIMEOUT, timeout_s=2.0))
+
+
+for _fn in (ok_check, crash_check, hang_check, wrong_check, probe_check):
+    _fn.__module__ = checks_module.__name__
+    setattr(checks_module, _fn.__name__, _fn)
+
+
+def test_runner_turns_crashes_and_hangs_into_errors_and_keeps_order():
+    specs = sorted(checks_in(checks_module), key=lambda s: s.order)
+    events = []
+    start = time.monotonic()
+    findings = Runner(specs, Facts.given({}), Policy(), check_timeout=0.5,
+                      listeners=[events.append]).run()  # fmt: skip
+    elapsed = time.monotonic() - start
+    assert elapsed < 2.0
+    by_id = {f.id: f for f in findings}
+    assert [f.id for f in findings] == [s.id for s in specs]
+    assert by_id["t.ok"].status == Status.PASS
+    assert by_id["t.crash"].status == Status.ERROR
+    assert by_id["t.crash"].summary == "check crashed: KeyError: 'missing'"
+    assert by_id["t.hang"].status == Status.ERROR
+    assert "did not finish within 0.5 s" in by_id["t.hang"].summary
+    assert "not an Outcome" in by_id["t.wrong"].summary
+    assert by_id["t.probe"].summary == "`nvidia-smi` did not answer within 2 s (timed out)"
+    assert sum(isinstance(e, CheckStarted) for e in events) == len(specs)
+    assert sum(isinstance(e, CheckFinished) for e in events) == len(specs)
+
+
+def test_one_hung_check_does_not_starve_the_queue():
+    # One worker only: the hung check's thread is lost, a new one must take the rest.
+    specs = sorted(checks_in(checks_module), key=lambda s: s.order)
+    hang_first = [s for s in specs if s.id == "t.hang"] + [s for s in specs if s.id != "t.hang"]
+    findings = Runner(hang_first, Facts.given({}), Policy(), check_timeout=0.3, workers=1).run()
+    assert [f.status for f in findings][:2] == [Status.ERROR, Status.PASS]

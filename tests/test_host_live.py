@@ -1,0 +1,132 @@
+"""LiveHost against this machine and against small trees made by the tests."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+import pytest
+
+from dldoctor.host import (
+    ERROR, MISSING, NOT_INSTALLED, OK, PERMISSION_DENIED, TIMEOUT, LiveHost,
+)  # fmt: skip
+from dldoctor.host.live import os_error_answer
+from dldoctor.host.paths import resolve_in_root
+
+
+def fake_command(bindir, name: str, script: str) -> None:
+    path = bindir / name
+    path.write_text("#!/bin/sh\n" + script + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def test_read_ok_missing_and_directory(tmp_path):
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "hostname").write_text("node7\n")
+    host = LiveHost(root=str(tmp_path))
+    assert host.read("/etc/hostname").value == b"node7\n"
+    assert host.read("/etc/nothing").status == MISSING
+    assert host.read("/etc/hostname/below").status == MISSING  # ENOTDIR is "missing" too
+    answer = host.read("/etc")
+    assert answer.status == ERROR and "directory" in answer.error.lower()
+
+
+def test_read_of_proc_sys_is_chunked():
+    # One read(16 MiB) of a /proc/sys file fails with ENOMEM; the host must not ask that.
+    answer = LiveHost().read("/proc/sys/kernel/osrelease")
+    assert answer.status == OK
+    assert answer.text.strip() == os.uname().release
+
+
+def test_read_respects_max_bytes(tmp_path):
+    (tmp_path / "big").write_bytes(b"x" * 200_000)
+    assert len(LiveHost(root=str(tmp_path)).read("/big", max_bytes=70_000).value) == 70_000
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads everything; see the mapping test")
+def test_permission_denied(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("x")
+    secret.chmod(0)
+    assert LiveHost(root=str(tmp_path)).read("/secret").status == PERMISSION_DENIED
+
+
+def test_os_errors_map_to_statuses():
+    assert os_error_answer("read", "/x", PermissionError(13, "denied"), 0).status == PERMISSION_DENIED
+    assert os_error_answer("read", "/x", FileNotFoundError(2, "no"), 0).status == MISSING
+    eio = os_error_answer("read", "/x", OSError(5, "Input/output error"), 0)
+    assert (eio.status, eio.error) == (ERROR, "Input/output error")
+
+
+def test_links_resolve_inside_the_root(tmp_path):
+    (tmp_path / "sys/devices/pci0000:00/0000:00:02.0").mkdir(parents=True)
+    (tmp_path / "sys/devices/pci0000:00/0000:00:02.0/vendor").write_text("0x10de\n")
+    (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
+    # sysfs style: relative links climbing with .., and an absolute one.
+    os.symlink("../../../devices/pci0000:00/0000:00:02.0",
+               tmp_path / "sys/bus/pci/devices/0000:00:02.0")
+    os.symlink("/sys/devices/pci0000:00/0000:00:02.0", tmp_path / "abs")
+    os.symlink("../../../../../../etc", tmp_path / "sys/escape")
+    host = LiveHost(root=str(tmp_path))
+    assert host.read("/sys/bus/pci/devices/0000:00:02.0/vendor").text == "0x10de\n"
+    assert host.read("/abs/vendor").text == "0x10de\n"
+    assert host.readlink("/sys/bus/pci/devices/0000:00:02.0").value.endswith("0000:00:02.0")
+    assert host.listdir("/sys/bus/pci/devices").value == ("0000:00:02.0",)
+    # Climbing above the root stops at the root: /etc of the tree, not of this machine.
+    assert resolve_in_root(str(tmp_path), "/sys/escape/passwd") == str(tmp_path / "etc/passwd")
+    assert host.read("/sys/escape/passwd").status == MISSING
+
+
+def test_link_loop_is_an_error_not_a_hang(tmp_path):
+    os.symlink("b", tmp_path / "a")
+    os.symlink("a", tmp_path / "b")
+    assert LiveHost(root=str(tmp_path)).read("/a").status == ERROR
+
+
+def test_statvfs_answers_the_fields():
+    answer = LiveHost().statvfs("/")
+    assert answer.status == OK
+    assert answer.value["f_blocks"] > 0 and answer.value["f_bsize"] > 0
+
+
+def test_run_ok_not_installed_and_exit_status(tmp_path):
+    fake_command(tmp_path, "say", 'echo "out $1"; echo err >&2; exit 3')
+    host = LiveHost(env={"PATH": str(tmp_path)})
+    answer = host.run(["say", "hi"])
+    assert answer.status == OK
+    assert (answer.value.returncode, answer.value.stdout, answer.value.stderr) == (3, b"out hi\n", b"err\n")
+    assert host.run(["no-such-tool-dldoctor"]).status == NOT_INSTALLED
+
+
+def test_run_uses_the_c_locale(tmp_path):
+    fake_command(tmp_path, "showlocale", 'echo "$LC_ALL"')
+    assert LiveHost(env={"PATH": str(tmp_path), "LC_ALL": "de_DE.UTF-8"}).run(["showlocale"]).text == "C\n"
+
+
+def test_run_timeout_kills_the_whole_process_group(tmp_path):
+    # The shell's child `sleep` holds the output pipe: killing only the shell would hang.
+    fake_command(tmp_path, "hang", "sleep 300; echo never")
+    host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, command_timeout=0.5)
+    start = time.monotonic()
+    answer = host.run(["hang"])
+    assert answer.status == TIMEOUT and answer.timeout_s == 0.5
+    assert time.monotonic() - start < 2.5
+    assert "did not answer within 0.5 s" in answer.describe()
+
+
+def test_probe_timeout_and_import_error():
+    def slow():
+        time.sleep(5)
+
+    def absent():
+        import dldoctor_no_such_module  # noqa: F401
+
+    host = LiveHost(probes={"slow": slow, "absent": absent, "fine": lambda: {"a": 1}},
+                    command_timeout=0.2)  # fmt: skip
+    start = time.monotonic()
+    assert host.probe("slow").status == TIMEOUT
+    assert time.monotonic() - start < 1.5
+    assert host.probe("absent").status == NOT_INSTALLED
+    assert host.probe("fine").value == {"a": 1}
+    assert host.probe("unknown").status == ERROR

@@ -1,0 +1,67 @@
+"""Third-party checks from the `dldoctor.checks` entry-point group, and switching them off."""
+
+from __future__ import annotations
+
+import os
+
+from tests.conftest import HOSTS, report_of, run_dldoctor, verdicts
+
+PLUGIN = '''
+from dldoctor.model import warned
+from dldoctor.registry import check
+from dldoctor.facts import system
+
+
+@check("site.hostname", "Site naming", remediation="Rename the node.")
+def hostname_convention(facts, policy):
+    name = facts.get(system.hostname)
+    return warned(f"{name} does not follow the site's naming")
+'''
+
+
+def install_fake_distribution(root, name, module_source, module_name):
+    """A dist-info folder on PYTHONPATH is what importlib.metadata finds: no pip needed."""
+    (root / f"{module_name}.py").write_text(module_source)
+    # Wheel naming: the name part of the folder has underscores (PEP 427); a dash would
+    # make importlib.metadata read the name as "dldoctor".
+    info = root / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[dldoctor.checks]\n{module_name} = {module_name}\n")
+
+
+def run_with(tmp_path, *args, **env):
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+           "DLDOCTOR_NO_PLUGINS": "", **env}  # fmt: skip
+    return run_dldoctor("--check", "--json", "--from", str(HOSTS / "ubuntu2204-healthy"), *args,
+                        env=env)  # fmt: skip
+
+
+def test_plugin_checks_run_and_can_be_switched_off(tmp_path):
+    install_fake_distribution(tmp_path, "dldoctor-site", PLUGIN, "dldoctor_site_checks")
+    report = report_of(run_with(tmp_path))
+    finding = {f["id"]: f for f in report["findings"]}["site.hostname"]
+    assert finding["status"] == "warn"
+    assert finding["summary"] == "gpu-node-01 does not follow the site's naming"
+    assert finding["source"] == "dldoctor-site"
+    assert "site.hostname" not in verdicts(report_of(run_with(tmp_path, "--no-plugins")))
+    assert "site.hostname" not in verdicts(report_of(run_with(tmp_path, DLDOCTOR_NO_PLUGINS="1")))
+
+
+def test_a_broken_plugin_is_an_error_finding_not_a_crash(tmp_path):
+    install_fake_distribution(tmp_path, "dldoctor-broken", "raise ImportError('no numpy')\n",
+                              "dldoctor_broken_checks")  # fmt: skip
+    proc = run_with(tmp_path)
+    report = report_of(proc)
+    errors = [f for f in report["findings"] if f["id"] == "plugins.load"]
+    assert len(errors) == 1 and "ImportError: no numpy" in errors[0]["summary"]
+    assert proc.returncode == 3  # the run could not do all it was asked to
+
+
+def test_a_plugin_cannot_take_a_builtin_id(tmp_path):
+    source = PLUGIN.replace('"site.hostname"', '"system.memory"')
+    install_fake_distribution(tmp_path, "dldoctor-clash", source, "dldoctor_clash_checks")
+    report = report_of(run_with(tmp_path))
+    memory = [f for f in report["findings"] if f["id"] == "system.memory"]
+    assert [f["source"] for f in memory] == ["builtin"]
+    assert any("already taken" in f["summary"] for f in report["findings"] if f["id"] == "plugins.load")
