@@ -47,8 +47,10 @@ def main() -> int:
     median = statistics.median(walls)
     print(f"command      {' '.join(cmd)}")
     print(f"runs         {ns.runs} (after {ns.warmup} warm-up), exit codes {codes}")
-    print(f"wall median  {median * 1000:.0f} ms   min {walls[0] * 1000:.0f} ms   "
-          f"max {walls[-1] * 1000:.0f} ms")  # fmt: skip
+    print(
+        f"wall median  {median * 1000:.0f} ms   min {walls[0] * 1000:.0f} ms   "
+        f"max {walls[-1] * 1000:.0f} ms"
+    )
     print(f"peak RSS     median {statistics.median(rss):.1f} MiB   max {max(rss):.1f} MiB")
     verdict = "within" if median <= ns.target else "OVER"
     print(f"target       {ns.target * 1000:.0f} ms median: {verdict}")

@@ -14,6 +14,16 @@ def gib(n: int) -> str:
     return f"{n / 1024**3:.1f} GiB"
 
 
+def against_minimum(shown: str, found: str, minimum: str, details=()) -> Outcome:
+    """Pass when `found` is at least `minimum`, else warn; `shown` names it in the summary."""
+    ok = at_least(found, minimum)
+    if ok is None:
+        return warned(f"cannot read a version number from {shown!r}", details)
+    if ok:
+        return passed(f"{shown} (≥ {minimum})", details)
+    return warned(f"{shown} is older than {minimum}", details)
+
+
 @check(
     "system.os.release",
     "Operating system",
@@ -51,12 +61,7 @@ def kernel_version(facts: Facts, policy: Policy) -> Outcome:
         return skipped("kernel release not available")
     if k.enterprise_el:
         return passed(f"{k.release} (enterprise kernel with backports; judged by its OS release)")
-    ok = at_least(k.release, minimum)
-    if ok is None:
-        return warned(f"cannot read a version number from kernel release {k.release!r}")
-    if ok:
-        return passed(f"{k.release} (≥ {minimum})")
-    return warned(f"{k.release} is older than {minimum}")
+    return against_minimum(k.release, k.release, minimum)
 
 
 @check(
@@ -103,7 +108,9 @@ def python_version(facts: Facts, policy: Policy) -> Outcome:
         where = "virtual environment" if py.in_venv else "system interpreter"
         details.insert(0, f"dldoctor runs in {py.executable} ({where})")
     if py.path_version:
-        details.append(f"python3 on PATH: {py.path_python3 or 'python3'} (Python {py.path_version})")
+        details.append(
+            f"python3 on PATH: {py.path_python3 or 'python3'} (Python {py.path_version})"
+        )
     elif py.version and not py.path_python3:
         details.append("no python3 on PATH")
     minimum = policy.python.min_version
@@ -126,10 +133,7 @@ def libc_version(facts: Facts, policy: Policy) -> Outcome:
         return skipped("C library version not available", libc.notes)
     if not libc.name:
         return warned("not glibc, or glibc did not say its version", libc.notes)
-    ok = at_least(libc.version, minimum)
-    if ok:
-        return passed(f"{libc.name} {libc.version} (≥ {minimum})")
-    return warned(f"{libc.name} {libc.version} is older than {minimum}", libc.notes)
+    return against_minimum(f"{libc.name} {libc.version}", libc.version, minimum, libc.notes)
 
 
 @check("system.container", "Container")

@@ -39,23 +39,53 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 problems found, 2 usage error, 3 some checks could not "
         "finish, 4 unreadable bundle or policy, 5 internal error.",
     )
-    p.add_argument("--check", action="store_true",
-                   help="print the checklist and exit (no interactive interface)")  # fmt: skip
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="print the checklist and exit (no interactive interface)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="show details, evidence and timings of every check")  # fmt: skip
-    p.add_argument("--from", dest="bundle", metavar="BUNDLE",
-                   help="diagnose a recorded bundle directory instead of this host")  # fmt: skip
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show details, evidence and timings of every check",
+    )
+    p.add_argument(
+        "--from",
+        dest="bundle",
+        metavar="BUNDLE",
+        help="diagnose a recorded bundle directory instead of this host",
+    )
     p.add_argument("--policy", metavar="FILE", help="TOML policy file (default: built-in)")
-    p.add_argument("--only", type=_id_list, action="extend", default=[], metavar="IDS",
-                   help="run only these checks: ids, id prefixes or categories, comma-separated")
-    p.add_argument("--skip", type=_id_list, action="extend", default=[], metavar="IDS",
-                   help="skip these checks (same forms as --only)")  # fmt: skip
+    p.add_argument(
+        "--only",
+        type=_id_list,
+        action="extend",
+        default=[],
+        metavar="IDS",
+        help="run only these checks: ids, id prefixes or categories, comma-separated",
+    )
+    p.add_argument(
+        "--skip",
+        type=_id_list,
+        action="extend",
+        default=[],
+        metavar="IDS",
+        help="skip these checks (same forms as --only)",
+    )
     p.add_argument("--strict", action="store_true", help="warnings also fail the run (exit 1)")
-    p.add_argument("--timeout", type=float, metavar="SECONDS",
-                   help="time limit of each command and filesystem probe")  # fmt: skip
-    p.add_argument("--no-plugins", action="store_true",
-                   help="do not load third-party checks (also: DLDOCTOR_NO_PLUGINS=1)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="time limit of each command and filesystem probe",
+    )
+    p.add_argument(
+        "--no-plugins",
+        action="store_true",
+        help="do not load third-party checks (also: DLDOCTOR_NO_PLUGINS=1)",
+    )
     p.add_argument("--list-checks", action="store_true", help="list the checks and exit")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     p.add_argument("--version", action="version", version=f"dldoctor {__version__}")
@@ -82,8 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
             raise
-        print(f"dldoctor: internal error: {type(exc).__name__}: {exc} "
-              f"(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)  # fmt: skip
+        print(
+            f"dldoctor: internal error: {type(exc).__name__}: {exc} "
+            f"(set {DEBUG_ENV}=1 for the traceback)",
+            file=sys.stderr,
+        )
         return ExitCode.INTERNAL
 
 
@@ -106,8 +139,14 @@ def _main(argv: Sequence[str] | None) -> ExitCode:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     host: Host = _host(args, policy)
-    report = diagnose(host, policy, specs, extra_findings=plugin_findings, strict=args.strict,
-                      policy_source=policy_source)  # fmt: skip
+    report = diagnose(
+        host,
+        policy,
+        specs,
+        extra_findings=plugin_findings,
+        strict=args.strict,
+        policy_source=policy_source,
+    )
     if args.json:
         from dldoctor.render.jsondoc import render_json
 
@@ -152,12 +191,17 @@ def _specs(no_plugins: bool):
             known.add(spec.id)
             specs.append(spec)
         for name, reason in loaded.errors:
-            findings.append(Finding(
-                id="plugins.load", title="Plugin", category="plugins", status=Status.ERROR,
-                summary=f"plugin {name} not loaded: {reason}",
-                remediation="Fix or uninstall the plugin, or run with --no-plugins.",
-                source=name,
-            ))  # fmt: skip
+            findings.append(
+                Finding(
+                    id="plugins.load",
+                    title="Plugin",
+                    category="plugins",
+                    status=Status.ERROR,
+                    summary=f"plugin {name} not loaded: {reason}",
+                    remediation="Fix or uninstall the plugin, or run with --no-plugins.",
+                    source=name,
+                )
+            )
     return ordered(specs), findings
 
 
@@ -170,13 +214,19 @@ def _host(args: argparse.Namespace, policy):
             reader = BundleReader(args.bundle)
             changed = reader.verify()
         except (BundleError, OSError) as exc:
-            raise InputError(str(exc) if isinstance(exc, BundleError)
-                             else f"cannot read bundle {args.bundle}: {exc}") from None  # fmt: skip
+            raise InputError(
+                str(exc)
+                if isinstance(exc, BundleError)
+                else f"cannot read bundle {args.bundle}: {exc}"
+            ) from None
         if changed:
-            log.warning("bundle files differ from its manifest (edited by hand?): %s",
-                        ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else ""))  # fmt: skip
+            log.warning(
+                "bundle files differ from its manifest (edited by hand?): %s",
+                ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else ""),
+            )
         return ReplayHost(reader)
     from dldoctor.host.live import LiveHost
 
-    return LiveHost(command_timeout=policy.timeouts.command_s,
-                    fs_timeout=policy.timeouts.filesystem_s)  # fmt: skip
+    return LiveHost(
+        command_timeout=policy.timeouts.command_s, fs_timeout=policy.timeouts.filesystem_s
+    )

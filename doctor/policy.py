@@ -104,7 +104,9 @@ def _build(cls: type, data: Any, where: str) -> Any:
     unknown = sorted(set(data) - names)
     if unknown:
         place = f"[{where}]" if where else "top level"
-        raise PolicyError(f"unknown key {unknown[0]!r} at {place} (known: {', '.join(sorted(names))})")
+        raise PolicyError(
+            f"unknown key {unknown[0]!r} at {place} (known: {', '.join(sorted(names))})"
+        )
     values = {
         name: _coerce(hints[name], value, f"{where}.{name}" if where else name)
         for name, value in data.items()

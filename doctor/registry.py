@@ -21,8 +21,18 @@ NO_PLUGINS_ENV = "DLDOCTOR_NO_PLUGINS"
 _MARK = "__dldoctor_check__"
 
 # Display order of categories; unknown (plugin) categories follow, alphabetically.
-CATEGORY_ORDER = ("system", "gpu", "cuda", "pci", "numa", "memory", "storage", "network",
-                  "thermal", "plugins")  # fmt: skip
+CATEGORY_ORDER = (
+    "system",
+    "gpu",
+    "cuda",
+    "pci",
+    "numa",
+    "memory",
+    "storage",
+    "network",
+    "thermal",
+    "plugins",
+)
 
 
 @dataclass(frozen=True)
@@ -116,8 +126,11 @@ def plugin_checks() -> PluginLoad:
 
 def ordered(specs: Iterable[CheckSpec]) -> list[CheckSpec]:
     def key(s: CheckSpec):
-        rank = (CATEGORY_ORDER.index(s.category) if s.category in CATEGORY_ORDER
-                else len(CATEGORY_ORDER))  # fmt: skip
+        rank = (
+            CATEGORY_ORDER.index(s.category)
+            if s.category in CATEGORY_ORDER
+            else len(CATEGORY_ORDER)
+        )
         return (rank, s.category, s.source != "builtin", s.fn.__module__, s.order)
 
     return sorted(specs, key=key)

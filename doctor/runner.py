@@ -46,8 +46,9 @@ class _CheckFacts:
             self.evidence.extend(self._facts.evidence(f))
 
 
-def finding_for(spec: CheckSpec, outcome: Outcome, evidence: Iterable[Evidence],
-                duration: float) -> Finding:  # fmt: skip
+def finding_for(
+    spec: CheckSpec, outcome: Outcome, evidence: Iterable[Evidence], duration: float
+) -> Finding:
     problem = outcome.status in (Status.WARN, Status.FAIL)
     remediation = outcome.remediation if outcome.remediation is not None else spec.remediation
     fixes = outcome.fixes if outcome.fixes is not None else spec.fixes
@@ -155,8 +156,9 @@ class Runner:
                 self._emit(CheckFinished(spec, payload))
         return [results[i] for i in range(len(self.specs))]
 
-    def _abandon_overdue(self, running: dict[int, float], results: dict[int, Finding],
-                         spawn: Callable[[], None]) -> None:  # fmt: skip
+    def _abandon_overdue(
+        self, running: dict[int, float], results: dict[int, Finding], spawn: Callable[[], None]
+    ) -> None:
         now = time.monotonic()
         for index, started in list(running.items()):
             if now - started < self.check_timeout:

@@ -13,12 +13,17 @@ FIXTURES = TESTS / "fixtures"
 HOSTS = FIXTURES / "hosts"
 
 
-def run_dldoctor(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+def run_dldoctor(
+    *args: str, env: dict | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     """The installed CLI in a child process, exactly as a user or CI job runs it."""
     full_env = {**os.environ, "DLDOCTOR_NO_PLUGINS": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "dldoctor", *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
     )
 
 

@@ -27,8 +27,14 @@ def record_sample(tmp_path):
     bindir.mkdir()
     fake_command(bindir, "nvidia-smi", 'echo "<xml/>"; echo warn >&2; exit 9')
     fake_command(bindir, "hang", "sleep 60")
-    host = RecordingHost(LiveHost(root=str(tree), env={"PATH": f"{bindir}:/usr/bin:/bin"},
-                                  command_timeout=0.3, probes={"python": lambda: {"v": "3.12"}}))
+    host = RecordingHost(
+        LiveHost(
+            root=str(tree),
+            env={"PATH": f"{bindir}:/usr/bin:/bin"},
+            command_timeout=0.3,
+            probes={"python": lambda: {"v": "3.12"}},
+        )
+    )
     calls = [
         lambda h: h.read("/proc/mdstat"),
         lambda h: h.read("/etc/absent"),
@@ -96,7 +102,10 @@ def test_a_file_that_is_also_a_folder_survives(tmp_path):
 def test_colliding_command_names_keep_both(tmp_path):
     a, b = ["tool", "a b"], ["tool", "a_b"]
     assert command_folders(a)[0] == command_folders(b)[0]
-    answers = [(Answer("run", "x", OK, _result(b"A")), a), (Answer("run", "y", OK, _result(b"B")), b)]
+    answers = [
+        (Answer("run", "x", OK, _result(b"A")), a),
+        (Answer("run", "y", OK, _result(b"B")), b),
+    ]
     replay = ReplayHost(write_bundle(str(tmp_path / "b"), answers))
     assert replay.run(a).value.stdout == b"A"
     assert replay.run(b).value.stdout == b"B"

@@ -50,7 +50,10 @@ def test_exit_1_on_failure_and_on_warnings_with_strict():
     assert run_dldoctor("--check", "--from", LEGACY).returncode == ExitCode.OK  # warnings only
     assert run_dldoctor("--check", "--from", LEGACY, "--strict").returncode == ExitCode.PROBLEMS
     policy = str(FIXTURES / "policies/fleet-64g.toml")
-    assert run_dldoctor("--check", "--from", HEALTHY, "--policy", policy).returncode == ExitCode.PROBLEMS
+    assert (
+        run_dldoctor("--check", "--from", HEALTHY, "--policy", policy).returncode
+        == ExitCode.PROBLEMS
+    )
 
 
 @pytest.mark.parametrize("args", [["--bogus"], ["--only", "gpu.nonexistent"], ["--timeout", "0"]])
@@ -85,7 +88,9 @@ def test_only_and_skip_by_category_and_id():
     report = report_of(run_dldoctor("--check", "--json", "--from", HEALTHY, "--only", "system",
                                     "--skip", "system.memory,system.python"))  # fmt: skip
     ids = set(verdicts(report))
-    assert "system.memory" not in ids and "system.python" not in ids and "system.kernel.version" in ids
+    assert (
+        "system.memory" not in ids and "system.python" not in ids and "system.kernel.version" in ids
+    )
 
 
 def test_verbose_shows_details_evidence_and_timings():
@@ -128,8 +133,14 @@ def test_a_hanging_command_errors_only_its_checks_and_the_run_ends_in_time(tmp_p
     report = report_of(proc)
     by_id = {f["id"]: f for f in report["findings"]}
     assert by_id["system.python"]["status"] == "error"
-    assert by_id["system.python"]["summary"] == "`python3 --version` did not answer within 1 s (timed out)"
-    assert by_id["system.libc"]["summary"] == "`getconf GNU_LIBC_VERSION` did not answer within 1 s (timed out)"
+    assert (
+        by_id["system.python"]["summary"]
+        == "`python3 --version` did not answer within 1 s (timed out)"
+    )
+    assert (
+        by_id["system.libc"]["summary"]
+        == "`getconf GNU_LIBC_VERSION` did not answer within 1 s (timed out)"
+    )
     others = {i: f["status"] for i, f in by_id.items() if i not in ("system.python", "system.libc")}
     assert "error" not in others.values()
     assert proc.returncode == ExitCode.INCOMPLETE or "fail" in others.values()

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dldoctor.facts import Facts, FactFailed, fact
+from dldoctor.facts import FactFailed, Facts, fact
 from dldoctor.host import TIMEOUT, Answer, ProbeFailed
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status, passed

@@ -9,7 +9,13 @@ import time
 import pytest
 
 from dldoctor.host import (
-    ERROR, MISSING, NOT_INSTALLED, OK, PERMISSION_DENIED, TIMEOUT, LiveHost,
+    ERROR,
+    MISSING,
+    NOT_INSTALLED,
+    OK,
+    PERMISSION_DENIED,
+    TIMEOUT,
+    LiveHost,
 )  # fmt: skip
 from dldoctor.host.live import os_error_answer
 from dldoctor.host.paths import resolve_in_root
@@ -53,7 +59,9 @@ def test_permission_denied(tmp_path):
 
 
 def test_os_errors_map_to_statuses():
-    assert os_error_answer("read", "/x", PermissionError(13, "denied"), 0).status == PERMISSION_DENIED
+    assert (
+        os_error_answer("read", "/x", PermissionError(13, "denied"), 0).status == PERMISSION_DENIED
+    )
     assert os_error_answer("read", "/x", FileNotFoundError(2, "no"), 0).status == MISSING
     eio = os_error_answer("read", "/x", OSError(5, "Input/output error"), 0)
     assert (eio.status, eio.error) == (ERROR, "Input/output error")
@@ -64,8 +72,9 @@ def test_links_resolve_inside_the_root(tmp_path):
     (tmp_path / "sys/devices/pci0000:00/0000:00:02.0/vendor").write_text("0x10de\n")
     (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
     # sysfs style: relative links climbing with .., and an absolute one.
-    os.symlink("../../../devices/pci0000:00/0000:00:02.0",
-               tmp_path / "sys/bus/pci/devices/0000:00:02.0")
+    os.symlink(
+        "../../../devices/pci0000:00/0000:00:02.0", tmp_path / "sys/bus/pci/devices/0000:00:02.0"
+    )
     os.symlink("/sys/devices/pci0000:00/0000:00:02.0", tmp_path / "abs")
     os.symlink("../../../../../../etc", tmp_path / "sys/escape")
     host = LiveHost(root=str(tmp_path))
@@ -95,13 +104,20 @@ def test_run_ok_not_installed_and_exit_status(tmp_path):
     host = LiveHost(env={"PATH": str(tmp_path)})
     answer = host.run(["say", "hi"])
     assert answer.status == OK
-    assert (answer.value.returncode, answer.value.stdout, answer.value.stderr) == (3, b"out hi\n", b"err\n")
+    assert (answer.value.returncode, answer.value.stdout, answer.value.stderr) == (
+        3,
+        b"out hi\n",
+        b"err\n",
+    )
     assert host.run(["no-such-tool-dldoctor"]).status == NOT_INSTALLED
 
 
 def test_run_uses_the_c_locale(tmp_path):
     fake_command(tmp_path, "showlocale", 'echo "$LC_ALL"')
-    assert LiveHost(env={"PATH": str(tmp_path), "LC_ALL": "de_DE.UTF-8"}).run(["showlocale"]).text == "C\n"
+    assert (
+        LiveHost(env={"PATH": str(tmp_path), "LC_ALL": "de_DE.UTF-8"}).run(["showlocale"]).text
+        == "C\n"
+    )
 
 
 def test_run_timeout_kills_the_whole_process_group(tmp_path):

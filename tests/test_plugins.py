@@ -6,7 +6,7 @@ import os
 
 from tests.conftest import HOSTS, report_of, run_dldoctor, verdicts
 
-PLUGIN = '''
+PLUGIN = """
 from dldoctor.model import warned
 from dldoctor.registry import check
 from dldoctor.facts import system
@@ -16,7 +16,7 @@ from dldoctor.facts import system
 def hostname_convention(facts, policy):
     name = facts.get(system.hostname)
     return warned(f"{name} does not follow the site's naming")
-'''
+"""
 
 
 def install_fake_distribution(root, name, module_source, module_name):
@@ -64,4 +64,6 @@ def test_a_plugin_cannot_take_a_builtin_id(tmp_path):
     report = report_of(run_with(tmp_path))
     memory = [f for f in report["findings"] if f["id"] == "system.memory"]
     assert [f["source"] for f in memory] == ["builtin"]
-    assert any("already taken" in f["summary"] for f in report["findings"] if f["id"] == "plugins.load")
+    assert any(
+        "already taken" in f["summary"] for f in report["findings"] if f["id"] == "plugins.load"
+    )

@@ -23,14 +23,19 @@ def test_builtin_defaults_are_the_guides_numbers():
 
 
 def test_a_site_file_overrides_a_subset(tmp_path):
-    policy, source = load_policy(write(tmp_path, """
+    policy, source = load_policy(
+        write(
+            tmp_path,
+            """
 [kernel]
 min_version = "6.8"
 [memory]
 min_total_gib = 512
 [os]
 supported = [{ id = "ubuntu", min_version = "24.04" }, { id = "rhel", min_version = 9 }]
-"""))
+""",
+        )
+    )
     assert source.endswith("policy.toml")
     assert policy.kernel.min_version == "6.8"
     assert policy.memory.min_total_gib == 512.0

@@ -169,7 +169,9 @@ def test_container_signs_from_a_bundle(tmp_path, dockerenv, root, expected):
     from dldoctor.host.replay import ReplayHost
     from tests.bundlebuilder import BundleBuilder
 
-    b = BundleBuilder(tmp_path / "b").file("/proc/self/mountinfo", f"1 0 0:1 / / rw - {root} x rw\n")
+    b = BundleBuilder(tmp_path / "b").file(
+        "/proc/self/mountinfo", f"1 0 0:1 / / rw - {root} x rw\n"
+    )
     if dockerenv:
         b.file("/.dockerenv", "")
     c = Facts(ReplayHost(str(b.root))).get(sf.container)

@@ -137,7 +137,9 @@ def memory(ctx: FactContext) -> Memory:
     if available is None and "MemFree" in values:
         # What `free` reported before kernel 3.14 added MemAvailable.
         available = sum(values.get(k, 0) for k in ("MemFree", "Buffers", "Cached"))
-        notes.append("no MemAvailable (kernel older than 3.14): estimated as free + buffers + cache")
+        notes.append(
+            "no MemAvailable (kernel older than 3.14): estimated as free + buffers + cache"
+        )
     return Memory(
         total_bytes=values.get("MemTotal"),
         available_bytes=available,

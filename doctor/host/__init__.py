@@ -18,7 +18,18 @@ from dldoctor.host.live import LiveHost
 from dldoctor.host.recording import RecordingHost
 
 __all__ = [
-    "DEFAULT_MAX_BYTES", "ERROR", "MISSING", "NOT_INSTALLED", "OK", "PERMISSION_DENIED",
-    "STATUSES", "TIMEOUT", "Answer", "CommandResult", "Host", "LiveHost", "ProbeFailed",
+    "DEFAULT_MAX_BYTES",
+    "ERROR",
+    "MISSING",
+    "NOT_INSTALLED",
+    "OK",
+    "PERMISSION_DENIED",
+    "STATUSES",
+    "TIMEOUT",
+    "Answer",
+    "CommandResult",
+    "Host",
+    "LiveHost",
+    "ProbeFailed",
     "RecordingHost",
-]  # fmt: skip
+]

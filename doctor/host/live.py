@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dldoctor.host.base import (
+    DEFAULT_MAX_BYTES,
     ERROR,
     LINK,
     LIST,
@@ -28,18 +29,27 @@ from dldoctor.host.base import (
     Host,
     call_with_timeout,
     command_key,
-    DEFAULT_MAX_BYTES,
 )
 from dldoctor.host.paths import resolve_in_root
 
 READ_CHUNK = 64 * 1024
 STATVFS_FIELDS = (
-    "f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail",
-    "f_files", "f_ffree", "f_favail", "f_flag", "f_namemax",
-)  # fmt: skip
+    "f_bsize",
+    "f_frsize",
+    "f_blocks",
+    "f_bfree",
+    "f_bavail",
+    "f_files",
+    "f_ffree",
+    "f_favail",
+    "f_flag",
+    "f_namemax",
+)
 
 
 def os_error_answer(op: str, key: str, exc: BaseException, duration: float) -> Answer:
+    if isinstance(exc, ImportError):  # a probe's library (pynvml, ...) is not installed
+        return Answer(op, key, NOT_INSTALLED, error=str(exc), duration_s=duration)
     if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
         return Answer(op, key, MISSING, duration_s=duration)
     if isinstance(exc, PermissionError):
@@ -88,15 +98,18 @@ class LiveHost(Host):
             return path
         return resolve_in_root(self.root, path, follow_last=follow_last)
 
-    def _fs(self, op: str, key: str, fn: Callable[[], Any]) -> Answer:
+    def _timed(self, op: str, key: str, fn: Callable[[], Any], limit: float) -> Answer:
         start = time.monotonic()
-        finished, result = call_with_timeout(fn, self.fs_timeout)
+        finished, result = call_with_timeout(fn, limit)
         duration = time.monotonic() - start
         if not finished:
-            return Answer(op, key, TIMEOUT, duration_s=duration, timeout_s=self.fs_timeout)
+            return Answer(op, key, TIMEOUT, duration_s=duration, timeout_s=limit)
         if isinstance(result, BaseException):
             return os_error_answer(op, key, result, duration)
         return Answer(op, key, OK, result, duration_s=duration)
+
+    def _fs(self, op: str, key: str, fn: Callable[[], Any]) -> Answer:
+        return self._timed(op, key, fn, self.fs_timeout)
 
     def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
         def read() -> bytes:
@@ -131,16 +144,7 @@ class LiveHost(Host):
         fn = self.probes.get(name)
         if fn is None:
             return Answer(PROBE, name, ERROR, error=f"no probe named {name!r}")
-        start = time.monotonic()
-        finished, result = call_with_timeout(fn, self.command_timeout)
-        duration = time.monotonic() - start
-        if not finished:
-            return Answer(PROBE, name, TIMEOUT, duration_s=duration, timeout_s=self.command_timeout)
-        if isinstance(result, ImportError):
-            return Answer(PROBE, name, NOT_INSTALLED, error=str(result), duration_s=duration)
-        if isinstance(result, BaseException):
-            return os_error_answer(PROBE, name, result, duration)
-        return Answer(PROBE, name, OK, result, duration_s=duration)
+        return self._timed(PROBE, name, fn, self.command_timeout)
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
         key = command_key(argv)

@@ -28,8 +28,9 @@ def _console(stream: TextIO, color: str):
     return Console(**kwargs)
 
 
-def render_text(report: Report, *, verbose: bool = False, color: str = "auto",
-                stream: TextIO | None = None) -> None:  # fmt: skip
+def render_text(
+    report: Report, *, verbose: bool = False, color: str = "auto", stream: TextIO | None = None
+) -> None:
     from rich.markup import escape
 
     stream = stream or sys.stdout
@@ -62,16 +63,23 @@ def _finding(console, f: Finding, verbose: bool, unicode: bool, escape) -> None:
     if f.fixes:
         console.print(f"    fix: {escape(', '.join(f.fixes))}")
     if verbose:
-        console.print(f"    [dim]id {escape(f.id)} · {f.duration_s * 1000:.1f} ms"
-                      f"{'' if f.source == 'builtin' else ' · from ' + escape(f.source)}[/]")
+        console.print(
+            f"    [dim]id {escape(f.id)} · {f.duration_s * 1000:.1f} ms"
+            f"{'' if f.source == 'builtin' else ' · from ' + escape(f.source)}[/]"
+        )
         for ev in f.evidence:
             console.print(f"    [dim]evidence: {escape(str(ev))}[/]")
 
 
 def _footer(report: Report, unicode: bool) -> str:
     c = counts(report.findings)
-    parts = [f"{c['pass']} passed", f"{c['warn']} warnings", f"{c['fail']} failed",
-             f"{c['skip']} skipped", f"{c['error']} errors"]  # fmt: skip
+    parts = [
+        f"{c['pass']} passed",
+        f"{c['warn']} warnings",
+        f"{c['fail']} failed",
+        f"{c['skip']} skipped",
+        f"{c['error']} errors",
+    ]
     line = ", ".join(parts) + f" in {report.duration_s:.2f} s."
     problems = c["fail"] + c["warn"] + c["error"]
     if problems == 0:
