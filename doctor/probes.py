@@ -6,8 +6,10 @@ give it back unchanged on another machine.
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
+import site
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +25,10 @@ def python_info() -> dict[str, Any]:
         "base_prefix": sys.base_prefix,
         "in_venv": sys.prefix != sys.base_prefix,
         "path_python3": shutil.which("python3"),
+        # Where its packages live, so facts can read dist-info and version files through
+        # the Host (replayable) instead of importing torch & co. (seconds each).
+        "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
+        "site_packages": [p for p in site.getsitepackages() if os.path.isdir(p)],
     }
 
 

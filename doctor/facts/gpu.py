@@ -1,0 +1,103 @@
+"""The NVIDIA GPU model shared by both sources of GPU facts: NVML and `nvidia-smi -q -x`.
+
+Every field is optional (None or ""): one source lacks a field, an older driver lacks a
+call, a GPU answers "Not Supported". `unsupported` names the fields a GPU said it does not
+support, so a check can tell "not supported on this SKU" from "could not be read".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Clock-event ("throttle") reasons, NVML bit -> name used throughout dldoctor. The names
+# match nvidia-smi's XML tags `clocks_event_reason_<name>` (older: clocks_throttle_reason_).
+CLOCK_EVENT_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clocks_setting",
+}
+
+
+def reasons_from_mask(mask: int) -> tuple[str, ...]:
+    return tuple(name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str = ""
+    uuid: str = ""
+    serial: str = ""
+    pci_bus_id: str = ""  # normalised: "0000:3b:00.0" (4-digit domain, lower case)
+    memory_total_mib: int | None = None
+    vbios: str = ""
+    architecture: str = ""  # "Ampere", "Hopper", ... when the source says
+    compute_capability: str = ""  # "9.0"; "" when unknown (old XML schemas lack it)
+    persistence_mode: bool | None = None
+    compute_mode: str = ""  # "Default", "Exclusive_Process", "Prohibited"
+    mig_current: bool | None = None
+    mig_pending: bool | None = None
+    ecc_current: bool | None = None
+    ecc_pending: bool | None = None
+    ecc_volatile_corrected: int | None = None
+    ecc_volatile_uncorrected: int | None = None
+    ecc_aggregate_corrected: int | None = None
+    ecc_aggregate_uncorrected: int | None = None
+    retired_pages_sbe: int | None = None  # pre-Ampere page retirement
+    retired_pages_dbe: int | None = None
+    retired_pages_pending: bool | None = None
+    remap_corrected: int | None = None  # Ampere+ row remapping
+    remap_uncorrected: int | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    temperature_c: int | None = None
+    temp_slowdown_c: int | None = None
+    temp_shutdown_c: int | None = None
+    clock_event_reasons: tuple[str, ...] | None = None  # active reasons (names above)
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replay_counter: int | None = None
+    nvlink_active: int | None = None  # links up
+    nvlink_total: int | None = None  # links the GPU has
+    numa_node: int | None = None
+    unsupported: tuple[str, ...] = ()  # field names the GPU said are not supported
+    notes: tuple[str, ...] = ()
+
+
+# Why NVIDIA GPU facts could not be had. "" = fine.
+NO_DRIVER = "no_driver"  # libnvidia-ml not found: no NVIDIA driver installed
+DRIVER_NOT_LOADED = "driver_not_loaded"  # library present, kernel module not loaded
+VERSION_MISMATCH = "version_mismatch"  # userspace library != kernel module (reboot)
+NO_PERMISSION = "no_permission"
+GPU_LOST = "gpu_lost"
+TIMED_OUT = "timeout"
+NO_SOURCE = "no_source"  # neither pynvml nor nvidia-smi available
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class NvidiaStack:
+    """What the NVIDIA driver says about itself and its GPUs."""
+
+    source: str  # "nvml", "nvidia-smi", or "" when neither answered
+    driver_version: str = ""
+    cuda_driver_version: str = ""  # highest CUDA the driver supports: "12.2"
+    gpus: tuple[Gpu, ...] = ()
+    error: str = ""  # one of the constants above
+    error_message: str = ""
+    attached_gpus: int | None = None  # what the source says, may exceed len(gpus)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        return not self.error and bool(self.source)
