@@ -63,6 +63,15 @@ class LibcPolicy:
 
 
 @dataclass(frozen=True)
+class GpuPolicy:
+    min_driver: str = "535.154.02"  # the guide's floor
+    expected_count: int = 0  # 0: any number; a site pins its fleet's count
+    # Xids older than this no longer fail a node (it was drained and repaired, or the log
+    # is from before a reboot that fixed it).
+    xid_window_hours: float = 72.0
+
+
+@dataclass(frozen=True)
 class Timeouts:
     command_s: float = 10.0
     filesystem_s: float = 5.0
@@ -76,6 +85,7 @@ class Policy:
     memory: MemoryPolicy = field(default_factory=MemoryPolicy)
     python: PythonPolicy = field(default_factory=PythonPolicy)
     libc: LibcPolicy = field(default_factory=LibcPolicy)
+    gpu: GpuPolicy = field(default_factory=GpuPolicy)
     timeouts: Timeouts = field(default_factory=Timeouts)
 
 

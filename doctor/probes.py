@@ -32,6 +32,13 @@ def python_info() -> dict[str, Any]:
     }
 
 
+def nvml_info() -> dict[str, Any]:
+    from dldoctor.nvml_probe import collect
+
+    return collect()
+
+
 PROBES: dict[str, Callable[[], Any]] = {
     "python": python_info,
+    "nvml": nvml_info,
 }

@@ -1,0 +1,428 @@
+"""NVIDIA GPU checks: driver, Nouveau, inventory, modes, memory health, precision.
+
+When the driver cannot be asked, `gpu.driver.loaded` is the one check that says why;
+the others skip with that reason instead of repeating the failure.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dldoctor.facts import Facts
+from dldoctor.facts import gpu as g
+from dldoctor.facts.kmod import modules, nouveau_blacklist
+from dldoctor.facts.nvidia import nvidia
+from dldoctor.facts.pci import NVIDIA, pci_devices
+from dldoctor.facts.services import fabricmanager
+from dldoctor.model import Outcome, failed, passed, skipped, warned
+from dldoctor.policy import Policy
+from dldoctor.registry import check
+from dldoctor.versions import at_least
+
+WHY = {
+    g.NO_DRIVER: "no NVIDIA driver installed",
+    g.DRIVER_NOT_LOADED: "the NVIDIA driver is not loaded",
+    g.VERSION_MISMATCH: "the NVIDIA driver library and kernel module differ",
+    g.NO_PERMISSION: "no permission to talk to the NVIDIA driver",
+    g.GPU_LOST: "a GPU is lost",
+    g.TIMED_OUT: "the NVIDIA driver did not answer",
+    g.NO_SOURCE: "neither NVML (nvidia-ml-py) nor nvidia-smi is available",
+}
+
+# Datacenter parts: persistence mode and ECC are expected on these. GeForce and workstation
+# cards are judged more leniently (no ECC on most, persistence optional on a desktop).
+DATACENTER = re.compile(
+    r"\b(Tesla|A100|A800|A30|A40|A10G?|A16|A2|H100|H800|H200|H20|GH200|B100|B200|GB200|B300|"
+    r"L40S?|L4|L20|T4|V100|P100|P40|P4|K80)\b"
+)
+
+
+def is_datacenter(gpu: g.Gpu) -> bool:
+    return bool(DATACENTER.search(gpu.name))
+
+
+def label(gpu: g.Gpu) -> str:
+    where = f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else ""
+    return f"GPU {gpu.index} {gpu.name}{where}".replace("  ", " ")
+
+
+def usable_stack(facts: Facts) -> tuple[g.NvidiaStack, Outcome | None]:
+    """The stack, or a skip that names why there are no GPU facts."""
+    stack = facts.get(nvidia)
+    if not stack.usable:
+        return stack, skipped(WHY.get(stack.error, f"no GPU facts ({stack.error_message})"))
+    if not stack.gpus:
+        return stack, skipped("the NVIDIA driver reports no GPUs")
+    return stack, None
+
+
+@check(
+    "gpu.driver.loaded",
+    "NVIDIA driver",
+    remediation="Install the NVIDIA datacenter driver for this kernel (Ubuntu: "
+    "`ubuntu-drivers install --gpgpu` or the CUDA repository's `nvidia-driver-<branch>`), "
+    "then reboot; check `dkms status` and Secure Boot if the module does not load.",
+)
+def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
+    stack = facts.get(nvidia)
+    on_bus = facts.get(pci_devices).gpus(NVIDIA)
+    if stack.usable:
+        count = len(stack.gpus)
+        cuda = f", CUDA {stack.cuda_driver_version}" if stack.cuda_driver_version else ""
+        return passed(
+            f"driver {stack.driver_version or '?'}{cuda}, {count} GPU{'s' * (count != 1)} "
+            f"(via {stack.source})",
+            stack.notes,
+        )
+    why = WHY.get(stack.error, "the NVIDIA driver could not be asked")
+    details = [stack.error_message, *stack.notes] if stack.error_message else list(stack.notes)
+    if stack.error == g.VERSION_MISMATCH:
+        return failed(
+            f"{why}: a driver update was installed without a reboot",
+            details,
+            remediation="Reboot, or stop every GPU process and reload the modules "
+            "(`rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia; modprobe nvidia`). "
+            "Hold the driver packages (`apt-mark hold`) so unattended upgrades cannot do it again.",
+        )
+    if stack.error in (g.NO_DRIVER, g.NO_SOURCE) and not on_bus:
+        return skipped(f"{why}, and no NVIDIA GPU on the PCI bus", details)
+    if stack.error == g.NO_PERMISSION:
+        return warned(
+            why,
+            details,
+            remediation="Run as root, or give the user access to /dev/nvidia* (the `video` "
+            "group on some distributions; `--gpus` in containers).",
+        )
+    gpus = f" ({len(on_bus)} NVIDIA GPUs on the PCI bus)" if on_bus else ""
+    return failed(f"{why}{gpus}", details)
+
+
+@check(
+    "gpu.driver.version",
+    "NVIDIA driver version",
+    remediation="Upgrade to a current datacenter branch (R535 LTS or newer; R580 for CUDA 13).",
+)
+def driver_version(facts: Facts, policy: Policy) -> Outcome:
+    stack, skip = usable_stack(facts)
+    if skip:
+        return skip
+    minimum = policy.gpu.min_driver
+    ok = at_least(stack.driver_version, minimum)
+    if ok is None:
+        return warned(f"cannot read the driver version {stack.driver_version!r}")
+    if ok:
+        return passed(f"{stack.driver_version} (≥ {minimum})")
+    return warned(f"{stack.driver_version} is older than the policy's {minimum}")
+
+
+@check(
+    "gpu.driver.module",
+    "Driver module and library",
+    remediation="Reboot (or reload the nvidia modules) so the kernel module matches the "
+    "installed user-space driver.",
+)
+def driver_module(facts: Facts, policy: Policy) -> Outcome:
+    stack = facts.get(nvidia)
+    mods = facts.get(modules)
+    if stack.error == g.VERSION_MISMATCH:
+        loaded = f" (loaded module {mods.nvidia_version})" if mods.nvidia_version else ""
+        return failed(f"kernel module and user-space library differ{loaded}", [stack.error_message])
+    if not stack.usable:
+        return skipped(WHY.get(stack.error, "no GPU facts"))
+    if not mods.nvidia_version:
+        return skipped("the loaded nvidia module does not say its version", mods.notes)
+    if mods.nvidia_version != stack.driver_version:
+        return failed(f"kernel module {mods.nvidia_version}, driver library {stack.driver_version}")
+    return passed(f"kernel module and library are both {mods.nvidia_version}")
+
+
+@check(
+    "gpu.nouveau",
+    "Nouveau",
+    remediation="Blacklist Nouveau: write `blacklist nouveau` and `options nouveau modeset=0` "
+    "to /etc/modprobe.d/blacklist-nouveau.conf, rebuild the initramfs "
+    "(`update-initramfs -u` or `dracut -f`) and reboot.",
+    fixes=["fix.gpu.blacklist_nouveau"],
+)
+def nouveau(facts: Facts, policy: Policy) -> Outcome:
+    mods = facts.get(modules)
+    bus = facts.get(pci_devices)
+    held = [d.address for d in bus.devices if d.driver == "nouveau"]
+    blacklist = facts.get(nouveau_blacklist)
+    details = [*blacklist.files, *blacklist.cmdline]
+    if held:
+        return failed(f"Nouveau drives {', '.join(held)}: the NVIDIA driver cannot bind", details)
+    if "nouveau" in mods.loaded:
+        return failed("the nouveau module is loaded", details)
+    if not bus.gpus(NVIDIA):
+        return skipped("no NVIDIA GPU on the PCI bus")
+    if not blacklist.blacklisted:
+        return warned(
+            "Nouveau is not loaded but not blacklisted either: it may load on a "
+            "kernel or driver update"
+        )
+    return passed("not loaded, blacklisted", details)
+
+
+@check(
+    "gpu.count",
+    "GPU count",
+    remediation="A GPU on the bus that the driver does not show: check `dmesg` for NVRM "
+    "errors, reseat or RMA it. Fewer GPUs on the bus than expected: check the BIOS, risers "
+    "and power.",
+)
+def gpu_count(facts: Facts, policy: Policy) -> Outcome:
+    bus = facts.get(pci_devices).gpus(NVIDIA)
+    stack = facts.get(nvidia)
+    expected = policy.gpu.expected_count
+    seen = len(stack.gpus) if stack.usable else None
+    details = [f"PCI bus: {len(bus)} NVIDIA GPU(s)"]
+    if seen is not None:
+        details.append(f"driver ({stack.source}): {seen}")
+    if seen is not None and seen < len(bus):
+        missing = sorted({d.address for d in bus} - {x.pci_bus_id for x in stack.gpus})
+        return failed(
+            f"the driver sees {seen} of the {len(bus)} NVIDIA GPUs on the PCI bus",
+            [*details, *(f"not seen by the driver: {a}" for a in missing)],
+        )
+    count = seen if seen is not None else len(bus)
+    if expected and count != expected:
+        return failed(f"{count} GPU(s), the policy expects {expected}", details)
+    if not bus and seen is None:
+        return skipped("no NVIDIA GPU on the PCI bus")
+    return passed(f"{count} GPU(s)" + (" as expected" if expected else ""), details)
+
+
+@check(
+    "gpu.persistence",
+    "Persistence mode",
+    remediation="Enable the persistence daemon: `systemctl enable --now nvidia-persistenced` "
+    "(or `nvidia-smi -pm 1`, which does not survive a reboot).",
+    fixes=["fix.gpu.persistence"],
+)
+def persistence(facts: Facts, policy: Policy) -> Outcome:
+    stack, skip = usable_stack(facts)
+    if skip:
+        return skip
+    off = [label(x) for x in stack.gpus if is_datacenter(x) and x.persistence_mode is False]
+    if off:
+        return warned(f"off on {len(off)} datacenter GPU(s)", off)
+    known = [x for x in stack.gpus if x.persistence_mode is not None]
+    if not known:
+        return skipped("persistence mode not reported")
+    on = sum(1 for x in known if x.persistence_mode)
+    return passed(f"on for {on} of {len(stack.gpus)} GPU(s)")
+
+
+@check(
+    "gpu.mig.pending",
+    "MIG mode",
+    remediation="A MIG mode change waits for a GPU reset: stop its processes and run "
+    "`nvidia-smi -r -i <index>`, or reboot.",
+)
+def mig_pending(facts: Facts, policy: Policy) -> Outcome:
+    stack, skip = usable_stack(facts)
+    if skip:
+        return skip
+    capable = [x for x in stack.gpus if x.mig_current is not None]
+    if not capable:
+        return skipped("no GPU supports MIG")
+    pending = [
+        f"{label(x)}: {'on' if x.mig_current else 'off'} → {'on' if x.mig_pending else 'off'}"
+        for x in capable
+        if x.mig_pending is not None and x.mig_pending != x.mig_current
+    ]
+    if pending:
+        return warned(f"{len(pending)} GPU(s) wait for a reset to change MIG mode", pending)
+    on = sum(1 for x in capable if x.mig_current)
+    return passed(f"MIG on for {on} of {len(capable)} capable GPU(s), no change pending")
+
+
+@check(
+    "gpu.fabricmanager",
+    "Fabric Manager",
+    remediation="NVSwitch systems need Fabric Manager at exactly the driver's version: install "
+    "`nvidia-fabricmanager-<branch>` and `systemctl enable --now nvidia-fabricmanager`.",
+)
+def fabric_manager(facts: Facts, policy: Policy) -> Outcome:
+    switches = facts.get(pci_devices).nvswitches
+    if not switches:
+        return skipped("no NVSwitch on the PCI bus")
+    state = facts.get(fabricmanager)
+    details = [f"{len(switches)} NVSwitch(es)"]
+    if state.active:
+        return passed("nvidia-fabricmanager is active", details)
+    if not state.state:
+        return warned(f"cannot tell whether nvidia-fabricmanager runs ({state.note})", details)
+    return failed(
+        f"nvidia-fabricmanager is {state.state}: CUDA will not start on the GPUs", details
+    )
+
+
+@check(
+    "gpu.ecc.mode",
+    "ECC mode",
+    remediation="Enable ECC (`nvidia-smi -e 1`, then reboot); a pending change also waits for "
+    "a reboot.",
+)
+def ecc_mode(facts: Facts, policy: Policy) -> Outcome:
+    stack, skip = usable_stack(facts)
+    if skip:
+        return skip
+    capable = [x for x in stack.gpus if x.ecc_current is not None]
+    if not capable:
+        return skipped("no GPU supports ECC (consumer cards have none)")
+    pending = [
+        label(x) for x in capable if x.ecc_pending is not None and x.ecc_pending != x.ecc_current
+    ]
+    off = [label(x) for x in capable if not x.ecc_current and is_datacenter(x)]
+    if pending:
+        return warned(f"an ECC mode change waits for a reboot on {len(pending)} GPU(s)", pending)
+    if off:
+        return warned(f"ECC is off on {len(off)} datacenter GPU(s)", off)
+    on = sum(1 for x in capable if x.ecc_current)
+    return passed(f"ECC on for {on} of {len(capable)} capable GPU(s)")
+
+
+@check(
+    "gpu.ecc.errors",
+    "ECC errors",
+    remediation="Uncorrectable ECC errors since boot: drain the node, reset the GPU "
+    "(`nvidia-smi -r`) or reboot, and RMA the GPU if they come back.",
+)
+def ecc_errors(facts: Facts, policy: Policy) -> Outcome:
+    stack, skip = usable_stack(facts)
+    if skip:
+        return skip
+    counted = [
+        x
+        for x in stack.gpus
+        if x.ecc_volatile_uncorrected is not None or x.ecc_aggregate_uncorrected is not None
+    ]
+    if not counted:
+        return skipped("no ECC error counters (ECC off or not supported)")
+    volatile = [
+        f"{label(x)}: {x.ecc_volatile_uncorrected} uncorrectable since boot"
+        for x in counted
+        if (x.ecc_volatile_uncorrected or 0) > 0
+    ]
+    if volatile:
+        return failed(f"uncorrectable ECC errors on {len(volatile)} GPU(s)", volatile)
+    lifetime = [
+        f"{label(x)}: {x.ecc_aggregate_uncorrected} uncorrectable in its lifetime"
+        for x in counted
+        if (x.ecc_aggregate_uncorrected or 0) > 0
+    ]
+    if lifetime:
+        return warned(
+            f"past uncorrectable ECC errors on {len(lifetime)} GPU(s)",
+            lifetime,
+            remediation="Past errors only: watch this GPU; RMA if they recur.",
+        )
+    return passed(f"no uncorrectable ECC errors on {len(counted)} GPU(s)")
+
+
+@check(
+    "gpu.memory.retired_pages",
+    "Retired pages",
+    remediation="A page retirement is pending until the GPU is reset: drain the node and "
+    "reboot. 60 or more retired pages (or any recurring double-bit errors) call for an RMA.",
+)
+def retired_pages(facts: Facts, policy: Policy) -> Outcome:
+    stack, skip = usable_stack(facts)
+    if skip:
+        return skip
+    # Page retirement is the pre-Ampere mechanism; Ampere and newer remap rows instead.
+    gpus = [
+        x
+        for x in stack.gpus
+        if x.retired_pages_pending is not None or x.retired_pages_dbe is not None
+    ]
+    if not gpus:
+        return skipped("no GPU uses page retirement (Ampere and newer remap rows)")
+    pending = [label(x) for x in gpus if x.retired_pages_pending]
+    if pending:
+        return failed(f"page retirement pending a reset on {len(pending)} GPU(s)", pending)
+    many = [
+        f"{label(x)}: {(x.retired_pages_sbe or 0) + (x.retired_pages_dbe or 0)} pages"
+        for x in gpus
+        if (x.retired_pages_sbe or 0) + (x.retired_pages_dbe or 0) >= 60
+    ]
+    if many:
+        return failed(f"{len(many)} GPU(s) at the RMA threshold of retired pages", many)
+    some = [
+        f"{label(x)}: {x.retired_pages_sbe or 0} single-bit, {x.retired_pages_dbe or 0} double-bit"
+        for x in gpus
+        if (x.retired_pages_sbe or 0) + (x.retired_pages_dbe or 0)
+    ]
+    if some:
+        return warned(f"retired pages on {len(some)} GPU(s)", some)
+    return passed(f"no retired pages on {len(gpus)} GPU(s)")
+
+
+@check(
+    "gpu.memory.remapped_rows",
+    "Row remapping",
+    remediation="Pending remaps take effect at the next GPU reset: drain, then "
+    "`nvidia-smi -r -i <index>` or reboot. A remapping failure means the GPU is out of spare "
+    "rows: RMA it.",
+)
+def remapped_rows(facts: Facts, policy: Policy) -> Outcome:
+    stack, skip = usable_stack(facts)
+    if skip:
+        return skip
+    gpus = [x for x in stack.gpus if x.remap_pending is not None]
+    if not gpus:
+        return skipped("no GPU remaps rows (pre-Ampere GPUs retire pages instead)")
+    failure = [label(x) for x in gpus if x.remap_failure]
+    if failure:
+        return failed(f"row remapping failed on {len(failure)} GPU(s): RMA", failure)
+    pending = [label(x) for x in gpus if x.remap_pending]
+    if pending:
+        return failed(f"row remapping pending a GPU reset on {len(pending)} GPU(s)", pending)
+    remapped = [
+        f"{label(x)}: {x.remap_uncorrected} uncorrectable, {x.remap_corrected} correctable"
+        for x in gpus
+        if x.remap_uncorrected or x.remap_corrected
+    ]
+    if remapped:
+        return passed(f"remapped rows on {len(remapped)} GPU(s), none pending", remapped)
+    return passed(f"no remapped rows on {len(gpus)} GPU(s)")
+
+
+# Compute capability -> the precisions its tensor cores run natively.
+PRECISIONS = (("7.0", "FP16"), ("8.0", "BF16"), ("8.0", "TF32"), ("8.9", "FP8"))
+
+
+def precisions(cc: str) -> list[str]:
+    return [name for minimum, name in PRECISIONS if at_least(cc, minimum)]
+
+
+@check("gpu.precision", "Mixed precision")
+def mixed_precision(facts: Facts, policy: Policy) -> Outcome:
+    stack, skip = usable_stack(facts)
+    if skip:
+        return skip
+    lines = []
+    for x in stack.gpus:
+        if not x.compute_capability:
+            lines.append(f"{label(x)}: compute capability unknown")
+            continue
+        fast = precisions(x.compute_capability)
+        lines.append(
+            f"{label(x)}: sm_{x.compute_capability.replace('.', '')}, tensor cores: "
+            f"{', '.join(fast) or 'none (FP32 only)'}"
+        )
+    known = {x.compute_capability for x in stack.gpus if x.compute_capability}
+    if not known:
+        return skipped("compute capability not reported", lines)
+    common = precisions(min(known, key=lambda cc: [int(p) for p in cc.split(".")]))
+    if "BF16" in common:
+        summary = f"AMP with BF16 runs natively ({', '.join(common)})"
+    elif "FP16" in common:
+        summary = (
+            "AMP with FP16 runs natively; BF16 is emulated (slow) before compute capability 8.0"
+        )
+    else:
+        summary = "no tensor cores: mixed precision brings little"
+    return passed(summary, lines)

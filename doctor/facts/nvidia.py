@@ -1,0 +1,231 @@
+"""NVIDIA driver and GPUs: NVML first, `nvidia-smi -q -x` when NVML cannot be used."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dldoctor.facts import FactContext, fact
+from dldoctor.facts import gpu as g
+from dldoctor.facts.gpu import Gpu, NvidiaStack, reasons_from_mask
+
+# NVML init error codes (nvidia-ml-py's NVML_ERROR_*) -> why there are no GPU facts.
+INIT_ERRORS = {
+    12: g.NO_DRIVER,  # LibraryNotFound: libnvidia-ml.so.1 absent
+    9: g.DRIVER_NOT_LOADED,
+    18: g.VERSION_MISMATCH,  # LibRmVersionMismatch
+    4: g.NO_PERMISSION,
+    15: g.GPU_LOST,
+}
+
+ARCHITECTURES = {
+    2: "Kepler",
+    3: "Maxwell",
+    4: "Pascal",
+    5: "Volta",
+    6: "Turing",
+    7: "Ampere",
+    8: "Ada",
+    9: "Hopper",
+    10: "Blackwell",
+    13: "Rubin",
+}
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+
+# Probe field -> the Gpu fields it fills (for `unsupported`).
+FIELD_TARGETS = {
+    "memory_total_bytes": ("memory_total_mib",),
+    "mig_mode": ("mig_current", "mig_pending"),
+    "ecc_mode": ("ecc_current", "ecc_pending"),
+    "remapped_rows": ("remap_corrected", "remap_uncorrected", "remap_pending", "remap_failure"),
+    "temperature": ("temperature_c",),
+    "temp_shutdown": ("temp_shutdown_c",),
+    "temp_slowdown": ("temp_slowdown_c",),
+    "power_draw_mw": ("power_draw_w",),
+    "power_limit_mw": ("power_limit_w",),
+    "nvlink_states": ("nvlink_active", "nvlink_total"),
+}
+
+# nvidia-smi's words on stdout when it cannot talk to the driver.
+SMI_ERRORS = (
+    ("Driver/library version mismatch", g.VERSION_MISMATCH),
+    ("couldn't communicate with the NVIDIA driver", g.DRIVER_NOT_LOADED),
+    ("Insufficient Permissions", g.NO_PERMISSION),
+    ("Unable to determine the device handle", g.GPU_LOST),
+    ("GPU is lost", g.GPU_LOST),
+)
+
+
+def normalise_bus_id(bus_id: str) -> str:
+    """`00000000:3B:00.0` (NVML, nvidia-smi) -> `0000:3b:00.0` (sysfs)."""
+    bus_id = bus_id.strip().lower()
+    domain, sep, rest = bus_id.partition(":")
+    if sep and len(domain) > 4:
+        domain = domain[-4:]
+    return f"{domain}{sep}{rest}" if sep else bus_id
+
+
+def driver_cuda_version(value: int) -> str:
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def _gpu_from_probe(index: int, fields: dict[str, Any]) -> Gpu:
+    values: dict[str, Any] = {}
+    unsupported: list[str] = []
+    notes: list[str] = []
+    for key, answer in fields.items():
+        if not isinstance(answer, dict):
+            notes.append(f"{key}: malformed answer")
+        elif "value" in answer:
+            values[key] = answer["value"]
+        elif answer.get("error") == "NotSupported":
+            unsupported.extend(FIELD_TARGETS.get(key, (key,)))
+        elif answer.get("error") not in ("FunctionNotFound", None):
+            notes.append(f"{key}: {answer.get('error')} ({answer.get('message', '')})")
+
+    def get(key: str, kind: type = int) -> Any:
+        value = values.get(key)
+        try:
+            return kind(value) if value is not None else None
+        except (TypeError, ValueError):
+            notes.append(f"{key}: unexpected value {value!r}")
+            return None
+
+    def pair(key: str) -> tuple[Any, ...]:
+        value = values.get(key)
+        return tuple(value) if isinstance(value, list) else ()
+
+    mig, ecc, rows, cc = (
+        pair("mig_mode"),
+        pair("ecc_mode"),
+        pair("remapped_rows"),
+        pair("compute_capability"),
+    )
+    links = values.get("nvlink_states") if isinstance(values.get("nvlink_states"), list) else None
+    mask = get("clock_event_reasons")
+    numa = get("numa_node")
+    memory = get("memory_total_bytes")
+    draw, limit = get("power_draw_mw", float), get("power_limit_mw", float)
+    return Gpu(
+        index=index,
+        name=str(values.get("name", "")),
+        uuid=str(values.get("uuid", "")),
+        serial=str(values.get("serial", "")),
+        pci_bus_id=normalise_bus_id(str(values.get("pci_bus_id", ""))),
+        memory_total_mib=memory // 2**20 if memory is not None else None,
+        vbios=str(values.get("vbios", "")),
+        architecture=ARCHITECTURES.get(get("architecture") or -1, ""),
+        compute_capability=f"{cc[0]}.{cc[1]}" if len(cc) == 2 else "",
+        persistence_mode=bool(values["persistence_mode"]) if "persistence_mode" in values else None,
+        compute_mode=COMPUTE_MODES.get(get("compute_mode") or 0, "")
+        if "compute_mode" in values
+        else "",
+        mig_current=bool(mig[0]) if len(mig) == 2 else None,
+        mig_pending=bool(mig[1]) if len(mig) == 2 else None,
+        ecc_current=bool(ecc[0]) if len(ecc) == 2 else None,
+        ecc_pending=bool(ecc[1]) if len(ecc) == 2 else None,
+        ecc_volatile_corrected=get("ecc_volatile_corrected"),
+        ecc_volatile_uncorrected=get("ecc_volatile_uncorrected"),
+        ecc_aggregate_corrected=get("ecc_aggregate_corrected"),
+        ecc_aggregate_uncorrected=get("ecc_aggregate_uncorrected"),
+        retired_pages_sbe=get("retired_pages_sbe"),
+        retired_pages_dbe=get("retired_pages_dbe"),
+        retired_pages_pending=bool(values["retired_pages_pending"])
+        if "retired_pages_pending" in values
+        else None,
+        remap_corrected=int(rows[0]) if len(rows) == 4 else None,
+        remap_uncorrected=int(rows[1]) if len(rows) == 4 else None,
+        remap_pending=bool(rows[2]) if len(rows) == 4 else None,
+        remap_failure=bool(rows[3]) if len(rows) == 4 else None,
+        temperature_c=get("temperature"),
+        temp_slowdown_c=get("temp_slowdown"),
+        temp_shutdown_c=get("temp_shutdown"),
+        clock_event_reasons=reasons_from_mask(mask) if mask is not None else None,
+        power_draw_w=draw / 1000 if draw is not None else None,
+        power_limit_w=limit / 1000 if limit is not None else None,
+        pcie_gen_current=get("pcie_gen_current"),
+        pcie_gen_max=get("pcie_gen_max"),
+        pcie_width_current=get("pcie_width_current"),
+        pcie_width_max=get("pcie_width_max"),
+        pcie_replay_counter=get("pcie_replay_counter"),
+        nvlink_active=sum(1 for s in links if s) if links is not None else None,
+        nvlink_total=len(links) if links is not None else None,
+        numa_node=numa if numa is not None and numa >= 0 else None,
+        unsupported=tuple(unsupported),
+        notes=tuple(notes),
+    )
+
+
+def parse_nvml_probe(data: Any) -> NvidiaStack:
+    """nvml.json's value -> NvidiaStack. Never raises: odd data becomes notes."""
+    if not isinstance(data, dict) or not isinstance(data.get("init"), dict):
+        return NvidiaStack("nvml", error=g.UNKNOWN, error_message="NVML probe answer is malformed")
+    init = data["init"]
+    if "error" in init:
+        code = init.get("code")
+        return NvidiaStack(
+            "nvml",
+            error=INIT_ERRORS.get(code, g.UNKNOWN) if isinstance(code, int) else g.UNKNOWN,
+            error_message=f"{init.get('error')}: {init.get('message', '')}".strip(": "),
+        )
+    system = data.get("system") if isinstance(data.get("system"), dict) else {}
+    driver = system.get("driver_version", {}).get("value", "")
+    cuda = system.get("cuda_driver_version", {}).get("value")
+    gpus, notes = [], []
+    for entry in data.get("devices", []) if isinstance(data.get("devices"), list) else []:
+        index = entry.get("index", len(gpus)) if isinstance(entry, dict) else len(gpus)
+        if not isinstance(entry, dict) or not isinstance(entry.get("fields"), dict):
+            handle = entry.get("handle", {}) if isinstance(entry, dict) else {}
+            problem = f"{handle.get('error', 'no answer')} {handle.get('message', '')}".strip()
+            gpus.append(Gpu(index=index, notes=(f"NVML cannot open this GPU: {problem}",)))
+            continue
+        gpus.append(_gpu_from_probe(index, entry["fields"]))
+    count = data.get("device_count", {})
+    if "error" in count:
+        notes.append(f"device count: {count.get('error')} {count.get('message', '')}".strip())
+    return NvidiaStack(
+        "nvml",
+        driver_version=str(driver or ""),
+        cuda_driver_version=driver_cuda_version(cuda) if isinstance(cuda, int) else "",
+        gpus=tuple(gpus),
+        attached_gpus=count.get("value") if isinstance(count.get("value"), int) else None,
+        notes=tuple(notes),
+    )
+
+
+def _from_nvidia_smi(ctx: FactContext, why: str) -> NvidiaStack | None:
+    """The second source. None when nvidia-smi is not there either."""
+    from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
+
+    answer = ctx.host.run(["nvidia-smi", "-q", "-x"]).require()
+    if answer.status in ("not_installed", "missing"):
+        return None
+    if not answer.ok:
+        return NvidiaStack("nvidia-smi", error=g.UNKNOWN, error_message=answer.describe())
+    result = answer.value
+    if result.returncode != 0:
+        said = (result.stdout + result.stderr).decode("utf-8", "replace").strip()
+        kind = next((k for text, k in SMI_ERRORS if text.lower() in said.lower()), g.UNKNOWN)
+        first = said.splitlines()[0] if said else f"exit status {result.returncode}"
+        return NvidiaStack("nvidia-smi", error=kind, error_message=first)
+    stack = parse_nvidia_smi_xml(answer.text)
+    return NvidiaStack(**{**stack.__dict__, "notes": (*stack.notes, f"NVML not used: {why}")})
+
+
+@fact("gpu.nvidia")
+def nvidia(ctx: FactContext) -> NvidiaStack:
+    probe = ctx.host.probe("nvml").require()
+    if probe.ok:
+        stack = parse_nvml_probe(probe.value)
+        # nvidia-smi links the same library: it can only help when NVML's Python side or
+        # library lookup is what failed.
+        if stack.error not in (g.NO_DRIVER, g.UNKNOWN):
+            return stack
+        why = stack.error_message
+    else:
+        stack, why = None, f"pynvml {probe.status}" + (f": {probe.error}" if probe.error else "")
+    fallback = _from_nvidia_smi(ctx, why)
+    if fallback is not None and (fallback.usable or stack is None):
+        return fallback
+    if stack is not None:
+        return stack
+    return NvidiaStack("", error=g.NO_SOURCE, error_message=f"{why}; nvidia-smi not installed")

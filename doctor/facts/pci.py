@@ -1,0 +1,87 @@
+"""The PCI bus from sysfs: which devices exist and which driver each one is bound to.
+
+sysfs is the one view that does not depend on the NVIDIA driver working, so it is how
+"NVML sees 7 GPUs, the bus has 8" and "Nouveau holds the GPU" are found.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+from dldoctor.facts import FactContext, fact
+
+NVIDIA = "10de"
+AMD = "1002"
+DEVICES = "/sys/bus/pci/devices"
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    address: str  # "0000:3b:00.0"
+    vendor: str  # "10de" (no 0x)
+    device: str
+    class_code: str  # "030200" (6 hex digits)
+    driver: str = ""  # bound driver's name; "" when none
+    numa_node: int | None = None
+
+    @property
+    def is_display(self) -> bool:
+        """VGA (0300), 3D (0302) or other display (0380) controller: a GPU."""
+        return self.class_code.startswith("03")
+
+    @property
+    def is_nvswitch(self) -> bool:
+        # NVSwitches are NVIDIA "bridge, other" (0680) devices.
+        return self.vendor == NVIDIA and self.class_code.startswith("0680")
+
+
+@dataclass(frozen=True)
+class PciBus:
+    devices: tuple[PciDevice, ...] = ()
+    readable: bool = True
+    notes: tuple[str, ...] = ()
+
+    def gpus(self, vendor: str) -> tuple[PciDevice, ...]:
+        return tuple(d for d in self.devices if d.vendor == vendor and d.is_display)
+
+    @property
+    def nvswitches(self) -> tuple[PciDevice, ...]:
+        return tuple(d for d in self.devices if d.is_nvswitch)
+
+
+def _hex(text: str) -> str:
+    return text.strip().lower().removeprefix("0x")
+
+
+def _int(text: str) -> int | None:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        return None
+    return value if value >= 0 else None  # -1: the firmware did not say
+
+
+@fact("pci.devices")
+def pci_devices(ctx: FactContext) -> PciBus:
+    host = ctx.host
+    listing = host.listdir(DEVICES).require()
+    if not listing.ok:
+        return PciBus(readable=False, notes=(f"{DEVICES}: {listing.status}",))
+    devices, notes = [], []
+    for address in listing.value:
+        base = f"{DEVICES}/{address}"
+        vendor = _hex(host.read(f"{base}/vendor", max_bytes=64).require().text)
+        klass = _hex(host.read(f"{base}/class", max_bytes=64).require().text)
+        if not vendor or not klass:
+            notes.append(f"{address}: no vendor or class")
+            continue
+        driver, numa = "", None
+        # Only the devices dldoctor reasons about get the extra reads.
+        if vendor in (NVIDIA, AMD) and (klass.startswith("03") or klass.startswith("0680")):
+            link = host.readlink(f"{base}/driver").require()
+            driver = posixpath.basename(link.value.rstrip("/")) if link.ok else ""
+            numa = _int(host.read(f"{base}/numa_node", max_bytes=64).require().text or "-1")
+        device = _hex(host.read(f"{base}/device", max_bytes=64).require().text)
+        devices.append(PciDevice(address, vendor, device, klass, driver, numa))
+    return PciBus(tuple(devices), True, tuple(notes))

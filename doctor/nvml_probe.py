@@ -1,0 +1,175 @@
+"""The NVML probe: one pass over NVIDIA's management library, every field on its own.
+
+The answer is plain JSON (it is `nvml.json` in a bundle): each field is either
+`{"value": ...}` or `{"error": "NotSupported", "code": 3, "message": "..."}`, so one
+field a GPU does not support never blanks the GPU, and a replay sees exactly what the
+live host said. Parsing into Gpu objects happens in the facts (dldoctor.facts.nvidia).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+# Newer call first; older drivers lack the newer symbol and answer FunctionNotFound (an
+# older binding lacks the Python function altogether).
+FALLBACKS = {
+    "temperature": ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"),
+    "clock_event_reasons": (
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ),
+    "cuda_driver_version": ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"),
+}
+
+
+def _plain(value: Any) -> Any:
+    """NVML answers (bytes, ctypes structs, arrays, tuples) as JSON-able values."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    try:
+        return [_plain(v) for v in value]  # ctypes arrays
+    except TypeError:
+        return str(value)
+
+
+class _Caller:
+    def __init__(self, nvml: Any):
+        self.nvml = nvml
+
+    def error(self, exc: BaseException) -> dict[str, Any]:
+        name = type(exc).__name__.removeprefix("NVMLError_")
+        return {"error": name, "code": getattr(exc, "value", None), "message": str(exc)}
+
+    def call(self, name: str, *args: Any, convert: Callable[[Any], Any] = _plain) -> dict[str, Any]:
+        fn = getattr(self.nvml, name, None)
+        if fn is None:  # an older binding: the same meaning as a driver without the symbol
+            return {"error": "FunctionNotFound", "code": None, "message": f"no {name} in pynvml"}
+        try:
+            return {"value": convert(fn(*args))}
+        except self.nvml.NVMLError as exc:
+            return self.error(exc)
+
+    def first(self, names: tuple[str, ...], *args: Any) -> dict[str, Any]:
+        """Try the calls in order while the driver or binding lacks them."""
+        answer: dict[str, Any] = {}
+        for name in names:
+            answer = self.call(name, *args)
+            if answer.get("error") != "FunctionNotFound":
+                return {**answer, "call": name}
+        return answer
+
+
+def _device_fields(c: _Caller, h: Any) -> dict[str, dict[str, Any]]:
+    fields: dict[str, dict[str, Any]] = {
+        "name": c.call("nvmlDeviceGetName", h),
+        "uuid": c.call("nvmlDeviceGetUUID", h),
+        "serial": c.call("nvmlDeviceGetSerial", h),
+        "pci_bus_id": c.call("nvmlDeviceGetPciInfo", h, convert=lambda p: _plain(p.busId)),
+        "memory_total_bytes": c.call("nvmlDeviceGetMemoryInfo", h, convert=lambda m: m.total),
+        "vbios": c.call("nvmlDeviceGetVbiosVersion", h),
+        "architecture": c.call("nvmlDeviceGetArchitecture", h),
+        "compute_capability": c.call("nvmlDeviceGetCudaComputeCapability", h),
+        "persistence_mode": c.call("nvmlDeviceGetPersistenceMode", h),
+        "compute_mode": c.call("nvmlDeviceGetComputeMode", h),
+        "mig_mode": c.call("nvmlDeviceGetMigMode", h),
+        "ecc_mode": c.call("nvmlDeviceGetEccMode", h),
+        "retired_pages_sbe": c.call("nvmlDeviceGetRetiredPages", h, 0, convert=len),
+        "retired_pages_dbe": c.call("nvmlDeviceGetRetiredPages", h, 1, convert=len),
+        "retired_pages_pending": c.call("nvmlDeviceGetRetiredPagesPendingStatus", h),
+        "remapped_rows": c.call("nvmlDeviceGetRemappedRows", h),
+        "temperature": c.first(FALLBACKS["temperature"], h, 0),
+        "temp_shutdown": c.call("nvmlDeviceGetTemperatureThreshold", h, 0),
+        "temp_slowdown": c.call("nvmlDeviceGetTemperatureThreshold", h, 1),
+        "clock_event_reasons": c.first(FALLBACKS["clock_event_reasons"], h),
+        "power_draw_mw": c.call("nvmlDeviceGetPowerUsage", h),
+        "power_limit_mw": c.call("nvmlDeviceGetEnforcedPowerLimit", h),
+        "pcie_gen_current": c.call("nvmlDeviceGetCurrPcieLinkGeneration", h),
+        "pcie_gen_max": c.call("nvmlDeviceGetMaxPcieLinkGeneration", h),
+        "pcie_width_current": c.call("nvmlDeviceGetCurrPcieLinkWidth", h),
+        "pcie_width_max": c.call("nvmlDeviceGetMaxPcieLinkWidth", h),
+        "pcie_replay_counter": c.call("nvmlDeviceGetPcieReplayCounter", h),
+        "numa_node": c.first(("nvmlDeviceGetNumaNodeId",), h),
+        "cpu_affinity": c.call("nvmlDeviceGetCpuAffinity", h, ((os.cpu_count() or 1) + 63) // 64),
+        "nvlink_states": _nvlink_states(c, h),
+    }
+    for key, (err_type, counter) in {
+        "ecc_volatile_corrected": (0, 0),
+        "ecc_volatile_uncorrected": (1, 0),
+        "ecc_aggregate_corrected": (0, 1),
+        "ecc_aggregate_uncorrected": (1, 1),
+    }.items():
+        fields[key] = c.call("nvmlDeviceGetTotalEccErrors", h, err_type, counter)
+    return fields
+
+
+def _nvlink_states(c: _Caller, h: Any) -> dict[str, Any]:
+    """States of the links the GPU has: 1 up, 0 down. The first absent link ends the list."""
+    n = c.nvml
+    states: list[int] = []
+    for link in range(getattr(n, "NVML_NVLINK_MAX_LINKS", 18)):
+        answer = c.call("nvmlDeviceGetNvLinkState", h, link)
+        if "error" in answer:
+            if not states:
+                return answer  # NotSupported: a PCIe-only GPU
+            break
+        states.append(int(answer["value"]))
+    return {"value": states}
+
+
+def collect(nvml: Any = None) -> dict[str, Any]:
+    """Everything NVML answers, as JSON. `nvml` is the pynvml module (tests pass a fake)."""
+    if nvml is None:
+        import pynvml as nvml  # noqa: PLC0415 - lazy: only the GPU facts need it
+    c = _Caller(nvml)
+    result: dict[str, Any] = {"binding": _binding_version()}
+    init = c.call("nvmlInit")
+    result["init"] = init
+    if "error" in init:
+        return result
+    try:
+        result["system"] = {
+            "driver_version": c.call("nvmlSystemGetDriverVersion"),
+            "cuda_driver_version": c.first(FALLBACKS["cuda_driver_version"]),
+            "nvml_version": c.call("nvmlSystemGetNVMLVersion"),
+        }
+        count = c.call("nvmlDeviceGetCount")
+        result["device_count"] = count
+        handles: dict[int, Any] = {}
+        devices = []
+        for index in range(count.get("value") or 0):
+            handle = c.call("nvmlDeviceGetHandleByIndex", index, convert=lambda h: h)
+            entry: dict[str, Any] = {"index": index}
+            if "error" in handle:
+                entry["handle"] = handle  # e.g. GpuIsLost: this GPU only
+            else:
+                handles[index] = handle["value"]
+                entry["fields"] = _device_fields(c, handle["value"])
+            devices.append(entry)
+        result["devices"] = devices
+        result["topology"] = {
+            f"{i},{j}": c.call("nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j])
+            for i in handles
+            for j in handles
+            if i < j
+        }
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - shutting down is best effort
+            pass
+    return result
+
+
+def _binding_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return f"nvidia-ml-py {version('nvidia-ml-py')}"
+    except Exception:  # noqa: BLE001 - informative only
+        return ""
