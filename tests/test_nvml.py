@@ -8,10 +8,14 @@ import json
 import pytest
 
 from dldoctor.facts import gpu as g
-from dldoctor.facts.nvidia import normalise_bus_id, parse_nvml_probe
+from dldoctor.facts.nvidia import parse_nvml_probe
 from dldoctor.nvml_probe import collect
 from tests.fake_pynvml import (
-    FUNCTION_NOT_FOUND, NOT_SUPPORTED, Err, FakeNvml, h100,
+    FUNCTION_NOT_FOUND,
+    NOT_SUPPORTED,
+    Err,
+    FakeNvml,
+    h100,
 )  # fmt: skip
 
 
@@ -41,7 +45,9 @@ def test_eight_healthy_h100s():
     assert (gpu.nvlink_active, gpu.nvlink_total) == (18, 18)
     assert gpu.numa_node == 1
     # Pre-Ampere page retirement answers NotSupported on Hopper: recorded, not an error.
-    assert {"retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending"} <= set(gpu.unsupported)
+    assert {"retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending"} <= set(
+        gpu.unsupported
+    )
     assert gpu.retired_pages_pending is None and gpu.notes == ()
     assert data["topology"]["0,1"] == {"value": 10} and data["topology"]["3,4"] == {"value": 40}
 
@@ -113,15 +119,6 @@ def test_real_binding_on_a_host_without_driver():
         pytest.skip("an NVIDIA driver is loaded here")
     data, stack = probe_and_parse(__import__("pynvml"))
     assert data["init"]["error"] == "LibraryNotFound" and stack.error == g.NO_DRIVER
-
-
-@pytest.mark.parametrize("raw, bus", [
-    ("00000000:3B:00.0", "0000:3b:00.0"),
-    ("0000:3b:00.0", "0000:3b:00.0"),
-    ("00000001:C1:00.0", "0001:c1:00.0"),
-])  # fmt: skip
-def test_bus_ids_are_normalised_to_sysfs_form(raw, bus):
-    assert normalise_bus_id(raw) == bus
 
 
 def test_malformed_probe_data_is_not_fatal():

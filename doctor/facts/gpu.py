@@ -7,6 +7,7 @@ support, so a check can tell "not supported on this SKU" from "could not be read
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # Clock-event ("throttle") reasons, NVML bit -> name used throughout dldoctor. The names
@@ -22,6 +23,17 @@ CLOCK_EVENT_REASONS = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clocks_setting",
 }
+
+
+def normalise_pci_bus_id(raw: str) -> str | None:
+    """`00000000:3B:00.0` (nvidia-smi, NVML) to `0000:3b:00.0` (sysfs); None if not a bus id."""
+    m = re.fullmatch(
+        r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])", raw.strip()
+    )
+    if m is None:
+        return None
+    domain = int(m.group(1) or "0", 16)
+    return f"{domain:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
 
 
 def reasons_from_mask(mask: int) -> tuple[str, ...]:

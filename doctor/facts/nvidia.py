@@ -6,7 +6,7 @@ from typing import Any
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts import gpu as g
-from dldoctor.facts.gpu import Gpu, NvidiaStack, reasons_from_mask
+from dldoctor.facts.gpu import Gpu, NvidiaStack, normalise_pci_bus_id, reasons_from_mask
 
 # NVML init error codes (nvidia-ml-py's NVML_ERROR_*) -> why there are no GPU facts.
 INIT_ERRORS = {
@@ -55,15 +55,6 @@ SMI_ERRORS = (
 )
 
 
-def normalise_bus_id(bus_id: str) -> str:
-    """`00000000:3B:00.0` (NVML, nvidia-smi) -> `0000:3b:00.0` (sysfs)."""
-    bus_id = bus_id.strip().lower()
-    domain, sep, rest = bus_id.partition(":")
-    if sep and len(domain) > 4:
-        domain = domain[-4:]
-    return f"{domain}{sep}{rest}" if sep else bus_id
-
-
 def driver_cuda_version(value: int) -> str:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
@@ -110,7 +101,7 @@ def _gpu_from_probe(index: int, fields: dict[str, Any]) -> Gpu:
         name=str(values.get("name", "")),
         uuid=str(values.get("uuid", "")),
         serial=str(values.get("serial", "")),
-        pci_bus_id=normalise_bus_id(str(values.get("pci_bus_id", ""))),
+        pci_bus_id=normalise_pci_bus_id(str(values.get("pci_bus_id", ""))) or "",
         memory_total_mib=memory // 2**20 if memory is not None else None,
         vbios=str(values.get("vbios", "")),
         architecture=ARCHITECTURES.get(get("architecture") or -1, ""),
