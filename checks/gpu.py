@@ -11,6 +11,7 @@ import re
 from dldoctor.facts import Facts
 from dldoctor.facts import gpu as g
 from dldoctor.facts.kmod import modules, nouveau_blacklist
+from dldoctor.facts.kmsg import xid_events
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import NVIDIA, pci_devices
 from dldoctor.facts.services import fabricmanager
@@ -107,6 +108,8 @@ def driver_version(facts: Facts, policy: Policy) -> Outcome:
     if skip:
         return skip
     minimum = policy.gpu.min_driver
+    if not stack.driver_version:
+        return skipped(f"the driver did not report its version (via {stack.source})")
     ok = at_least(stack.driver_version, minimum)
     if ok is None:
         return warned(f"cannot read the driver version {stack.driver_version!r}")
@@ -129,6 +132,8 @@ def driver_module(facts: Facts, policy: Policy) -> Outcome:
         return failed(f"kernel module and user-space library differ{loaded}", [stack.error_message])
     if not stack.usable:
         return skipped(WHY.get(stack.error, "no GPU facts"))
+    if not mods.readable:
+        return skipped("the list of loaded modules is not available", mods.notes)
     if not mods.nvidia_version:
         return skipped("the loaded nvidia module does not say its version", mods.notes)
     if mods.nvidia_version != stack.driver_version:
@@ -211,7 +216,9 @@ def persistence(facts: Facts, policy: Policy) -> Outcome:
     if not known:
         return skipped("persistence mode not reported")
     on = sum(1 for x in known if x.persistence_mode)
-    return passed(f"on for {on} of {len(stack.gpus)} GPU(s)")
+    if on < len(known):
+        return passed(f"on for {on} of {len(known)} GPU(s); optional outside datacenter GPUs")
+    return passed(f"on for all {on} GPU(s)")
 
 
 @check(
@@ -271,7 +278,7 @@ def ecc_mode(facts: Facts, policy: Policy) -> Outcome:
         return skip
     capable = [x for x in stack.gpus if x.ecc_current is not None]
     if not capable:
-        return skipped("no GPU supports ECC (consumer cards have none)")
+        return skipped("no GPU reports an ECC mode (consumer cards have no ECC)")
     pending = [
         label(x) for x in capable if x.ecc_pending is not None and x.ecc_pending != x.ecc_current
     ]
@@ -339,7 +346,7 @@ def retired_pages(facts: Facts, policy: Policy) -> Outcome:
         if x.retired_pages_pending is not None or x.retired_pages_dbe is not None
     ]
     if not gpus:
-        return skipped("no GPU uses page retirement (Ampere and newer remap rows)")
+        return skipped("no GPU reports page retirement (Ampere and newer remap rows instead)")
     pending = [label(x) for x in gpus if x.retired_pages_pending]
     if pending:
         return failed(f"page retirement pending a reset on {len(pending)} GPU(s)", pending)
@@ -373,7 +380,7 @@ def remapped_rows(facts: Facts, policy: Policy) -> Outcome:
         return skip
     gpus = [x for x in stack.gpus if x.remap_pending is not None]
     if not gpus:
-        return skipped("no GPU remaps rows (pre-Ampere GPUs retire pages instead)")
+        return skipped("no GPU reports row remapping (it exists from Ampere on)")
     failure = [label(x) for x in gpus if x.remap_failure]
     if failure:
         return failed(f"row remapping failed on {len(failure)} GPU(s): RMA", failure)
@@ -392,6 +399,17 @@ def remapped_rows(facts: Facts, policy: Policy) -> Outcome:
 
 # Compute capability -> the precisions its tensor cores run natively.
 PRECISIONS = (("7.0", "FP16"), ("8.0", "BF16"), ("8.0", "TF32"), ("8.9", "FP8"))
+# When only the architecture is known (nvidia-smi's XML): its lowest compute capability.
+ARCH_CC = {
+    "Pascal": "6.0",
+    "Volta": "7.0",
+    "Turing": "7.5",
+    "Ampere": "8.0",
+    "Ada": "8.9",
+    "Ada Lovelace": "8.9",
+    "Hopper": "9.0",
+    "Blackwell": "10.0",
+}
 
 
 def precisions(cc: str) -> list[str]:
@@ -403,17 +421,16 @@ def mixed_precision(facts: Facts, policy: Policy) -> Outcome:
     stack, skip = usable_stack(facts)
     if skip:
         return skip
-    lines = []
+    lines, known = [], set()
     for x in stack.gpus:
-        if not x.compute_capability:
+        cc = x.compute_capability or ARCH_CC.get(x.architecture, "")
+        if not cc:
             lines.append(f"{label(x)}: compute capability unknown")
             continue
-        fast = precisions(x.compute_capability)
-        lines.append(
-            f"{label(x)}: sm_{x.compute_capability.replace('.', '')}, tensor cores: "
-            f"{', '.join(fast) or 'none (FP32 only)'}"
-        )
-    known = {x.compute_capability for x in stack.gpus if x.compute_capability}
+        known.add(cc)
+        shown = f"sm_{cc.replace('.', '')}" if x.compute_capability else f"{x.architecture}"
+        fast = precisions(cc)
+        lines.append(f"{label(x)}: {shown}, tensor cores: {', '.join(fast) or 'none (FP32 only)'}")
     if not known:
         return skipped("compute capability not reported", lines)
     common = precisions(min(known, key=lambda cc: [int(p) for p in cc.split(".")]))
@@ -426,3 +443,48 @@ def mixed_precision(facts: Facts, policy: Policy) -> Outcome:
     else:
         summary = "no tensor cores: mixed precision brings little"
     return passed(summary, lines)
+
+
+@check(
+    "gpu.xid",
+    "Xid errors",
+    remediation="Hardware Xids (48, 63/64, 74, 79, 92, 94/95, 119/120, ...): drain the node; "
+    "reset the GPU or reboot; check power, cooling and seating; RMA if they recur. "
+    "Application Xids (13, 31, 43, ...) point at the program that ran.",
+)
+def xid_errors(facts: Facts, policy: Policy) -> Outcome:
+    stack = facts.get(nvidia)
+    if stack.error in (g.NO_DRIVER, g.NO_SOURCE) and not facts.get(pci_devices).gpus(NVIDIA):
+        # NVRM lines come from the NVIDIA kernel module: without it there are none to find.
+        return skipped(WHY[stack.error])
+    log = facts.get(xid_events)
+    if not log.readable:
+        return skipped("the kernel log is not readable", log.notes)
+    window_s = policy.gpu.xid_window_hours * 3600
+    recent = [e for e in log.events if e.age_s is None or e.age_s <= window_s]
+    older = len(log.events) - len(recent)
+    hours = f"{policy.gpu.xid_window_hours:g} h"
+    old_note = [f"{older} older Xid event(s) outside the {hours} window"] if older else []
+
+    def line(e) -> str:
+        when = "time unknown" if e.age_s is None else f"{e.age_s / 3600:.1f} h ago"
+        what = f"Xid {e.xid}" if e.xid is not None else "fallen off the bus"
+        return f"{e.pci_bus_id}: {what} ({e.description}), {when}"
+
+    hardware = [e for e in recent if e.kind == "hardware" or e.xid is None]
+    if hardware:
+        codes = sorted({str(e.xid) if e.xid is not None else "bus" for e in hardware})
+        return failed(
+            f"{len(hardware)} hardware Xid event(s) in the last {hours}: {', '.join(codes)}",
+            [line(e) for e in recent] + old_note + list(log.notes),
+        )
+    if recent:
+        return warned(
+            f"{len(recent)} application/driver Xid event(s) in the last {hours}",
+            [line(e) for e in recent] + old_note + list(log.notes),
+            remediation="Usually the program's fault (illegal memory access, timeout): check "
+            "the job that ran then; repeated driver Xids warrant a driver update.",
+        )
+    return passed(
+        f"no Xid events in the last {hours} ({log.source.split()[0]})", old_note + list(log.notes)
+    )

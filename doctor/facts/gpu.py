@@ -26,14 +26,18 @@ CLOCK_EVENT_REASONS = {
 
 
 def normalise_pci_bus_id(raw: str) -> str | None:
-    """`00000000:3B:00.0` (nvidia-smi, NVML) to `0000:3b:00.0` (sysfs); None if not a bus id."""
+    """`00000000:3B:00.0` (nvidia-smi, NVML), `PCI:0000:3b:00` (kernel log Xid lines, which
+    leave out the function: GPUs are function 0) to `0000:3b:00.0` (sysfs); None if it is
+    not a bus id."""
     m = re.fullmatch(
-        r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])", raw.strip()
+        r"(?:PCI:)?(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\.([0-7]))?",
+        raw.strip(),
     )
     if m is None:
         return None
     domain = int(m.group(1) or "0", 16)
-    return f"{domain:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
+    bus, device = int(m.group(2), 16), int(m.group(3), 16)
+    return f"{domain:04x}:{bus:02x}:{device:02x}.{m.group(4) or '0'}"
 
 
 def reasons_from_mask(mask: int) -> tuple[str, ...]:

@@ -1,0 +1,506 @@
+"""NVIDIA Xid events from the kernel log (the journal of the current boot, else dmesg).
+
+The NVIDIA driver reports GPU faults as `NVRM: Xid (PCI:0000:3b:00): 79, pid=..., ...`
+lines. Whether an Xid is the application's fault or the GPU's decides what to do, which
+is what `XID_CATALOG` records. `parse_kernel_log` understands the timestamp formats of
+dmesg, `dmesg --time-format=iso` and journalctl, and lines with no timestamp at all.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from dataclasses import dataclass
+
+from dldoctor.facts import FactContext, fact
+from dldoctor.facts.gpu import normalise_pci_bus_id
+from dldoctor.host.base import DEFAULT_MAX_BYTES, Answer, command_key
+
+# --- the Xid catalogue ----------------------------------------------------------------
+
+HARDWARE, APPLICATION, DRIVER = "hardware", "application", "driver"
+
+# xid -> (kind, short description, action). Descriptions and the immediate/investigatory
+# resolutions follow NVIDIA's Xid catalogue for Ampere and newer GPUs
+# (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, as of late 2025; the
+# older "Xid errors" whitepaper for the rest). The kind is dldoctor's reading of it:
+# "hardware" means drain / reset / RMA territory, "application" that the GPU is fine and
+# the program that faulted should be looked at, "driver" the driver or its firmware.
+XID_CATALOG: dict[int, tuple[str, str, str]] = {
+    13: (
+        APPLICATION,
+        "graphics engine exception (illegal instruction or out-of-range access in a kernel)",
+        "restart the application; if it recurs, run it under compute-sanitizer",
+    ),
+    31: (
+        APPLICATION,
+        "GPU memory page fault (the application touched an address it does not own)",
+        "restart the application; debug it with compute-sanitizer; if unrelated programs "
+        "fault on this GPU, suspect the driver or the GPU",
+    ),
+    # NVIDIA: RESTART_APP, then CHECK_APP/CUDA. The old whitepaper also lists system
+    # memory corruption, bus errors and heat as causes: "driver" is a judgement call.
+    32: (
+        DRIVER,
+        "invalid or corrupted push buffer stream",
+        "restart the application; if it recurs, check the driver, PCIe errors and cooling",
+    ),
+    38: (
+        DRIVER,
+        "driver firmware error (watchdog timeout)",
+        "none right away; update the driver and contact NVIDIA support if it recurs",
+    ),
+    43: (
+        APPLICATION,
+        "GPU stopped processing: a channel was reset after an application fault",
+        "none for the GPU; look at the application that stopped",
+    ),
+    45: (
+        APPLICATION,
+        "preemptive cleanup of a channel after an earlier error or an application kill",
+        "follow the Xid that came before it; alone it is routine at application exit",
+    ),
+    48: (
+        HARDWARE,
+        "double-bit (uncorrectable) ECC error",
+        "drain the GPU and reset it so the bad memory is retired or remapped; RMA if it recurs",
+    ),
+    # Marked "Unused" in NVIDIA's current catalogue (PMU_BREAKPOINT); older drivers used
+    # it for an internal micro-controller breakpoint or warning, often before Xid 62.
+    # The kind is not certain.
+    61: (
+        DRIVER,
+        "internal micro-controller breakpoint or warning",
+        "watch for Xid 62; reset the GPU if it stops working; update the driver",
+    ),
+    62: (
+        HARDWARE,
+        "internal micro-controller halt",
+        "drain and reset the GPU; contact NVIDIA support if it recurs",
+    ),
+    63: (
+        HARDWARE,
+        "ECC page retirement or row remapping recorded",
+        "none now (the repair is recorded); reset the GPU when convenient to apply it",
+    ),
+    64: (
+        HARDWARE,
+        "ECC page retirement or row remapping failed",
+        "drain and reset the GPU; RMA if remapping keeps failing",
+    ),
+    68: (
+        APPLICATION,
+        "video decoder (NVDEC0) exception",
+        "restart the application",
+    ),
+    69: (
+        APPLICATION,
+        "graphics engine class error",
+        "restart the application; check the application and its CUDA version",
+    ),
+    74: (
+        HARDWARE,
+        "NVLink error",
+        "drain; check the links (`nvidia-smi nvlink -e`), reset the GPU, and contact "
+        "support if it recurs",
+    ),
+    79: (
+        HARDWARE,
+        "GPU has fallen off the bus (lost from PCIe)",
+        "drain and reboot the node (a GPU reset does not bring it back); check power, "
+        "cooling and seating; RMA if it recurs",
+    ),
+    92: (
+        HARDWARE,
+        "high single-bit (corrected) ECC error rate",
+        "none right away; watch the ECC counters and contact support if they keep rising",
+    ),
+    94: (
+        HARDWARE,
+        "contained uncorrectable ECC error (only the affected application was stopped)",
+        "restart the affected application; reset the GPU when convenient to remap the row",
+    ),
+    95: (
+        HARDWARE,
+        "uncontained uncorrectable ECC error (every application on the GPU is affected)",
+        "drain and reset the GPU; RMA if it recurs",
+    ),
+    # NVIDIA: RESET_GPU, then CONTACT_SUPPORT. The old whitepaper blames the driver, memory
+    # corruption, the bus or heat; "driver" is a judgement call.
+    109: (
+        DRIVER,
+        "context switch timeout",
+        "reset the GPU; contact NVIDIA support if it recurs",
+    ),
+    119: (
+        HARDWARE,
+        "GSP (GPU System Processor) RPC timeout",
+        "drain and reset the GPU (or reboot); update the driver if it recurs",
+    ),
+    120: (
+        HARDWARE,
+        "GSP (GPU System Processor) error",
+        "drain and reset the GPU (or reboot); update the driver if it recurs",
+    ),
+    # Grace Hopper chip-to-chip link. NVIDIA: IGNORE, then CONTACT_SUPPORT; the kind is
+    # not certain.
+    121: (
+        HARDWARE,
+        "C2C (chip-to-chip) link error",
+        "none right away; contact NVIDIA support if it recurs",
+    ),
+    140: (
+        HARDWARE,
+        "unrecovered ECC error",
+        "drain and reset the GPU; RMA if it recurs",
+    ),
+    154: (
+        HARDWARE,
+        "GPU recovery action changed (the driver says what the GPU needs)",
+        "do what the message asks: GPU reset, node reboot, or drain",
+    ),
+}
+
+
+def xid_info(xid: int | None) -> tuple[str, str, str]:
+    """(kind, description, action) of an Xid; None is the Xid-less "fallen off the bus"."""
+    if xid is None:
+        return XID_CATALOG[79]
+    return XID_CATALOG.get(xid, ("unknown", f"Xid {xid}", "look it up in NVIDIA's Xid catalogue"))
+
+
+# --- the model ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    xid: int | None  # None: the Xid-less "has fallen off the bus" message
+    pci: str  # as printed: "0000:3b:00" in Xid lines, "0000:3b:00.0" in the other one
+    message: str  # what follows the Xid number, pid= and name= left out
+    age_s: float | None  # seconds before the log was read; None: no usable timestamp
+    raw: str  # the log line(s), as read
+
+    @property
+    def kind(self) -> str:
+        return xid_info(self.xid)[0]
+
+    @property
+    def description(self) -> str:
+        return xid_info(self.xid)[1]
+
+    @property
+    def pci_bus_id(self) -> str:
+        """Normalised like `Gpu.pci_bus_id` ("0000:3b:00.0"), for matching the two."""
+        return normalise_pci_bus_id(self.pci) or self.pci.lower()
+
+
+@dataclass(frozen=True)
+class KernelLog:
+    source: str  # the command line read; "" when none could be
+    events: tuple[XidEvent, ...]
+    readable: bool
+    notes: tuple[str, ...] = ()
+
+
+# --- the parser -----------------------------------------------------------------------
+
+_HEX_ADDR = r"[0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}"
+# "PCI:" is missing in old drivers; MIG adds " GPU-I:05" inside the parentheses.
+_XID = re.compile(
+    rf"NVRM: Xid \((?:PCI:)?\s*({_HEX_ADDR}(?:\.[0-7])?)[^)]*\):\s*(\d+)\b\s*,?\s*(.*)$"
+)
+_PID_NAME = re.compile(r"^pid=('[^']*'|[^,\s]*)\s*(?:,\s*name=([^,]*))?\s*(?:,\s*|$)")
+# `NVRM: The NVIDIA GPU 0000:3b:00.0` (begins the multi-line message) and
+# `NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.` (newer drivers, after Xid 79).
+_GPU_START = re.compile(rf"NVRM: (?:The NVIDIA )?GPU ({_HEX_ADDR}\.[0-7])\b")
+_FALLEN = "fallen off the bus"
+_FALLEN_SPAN = 4  # lines the fallen-off message may take
+_SAME_EVENT_LINES = 8  # an Xid 79 this close (in NVRM lines) for the same GPU is the same
+
+# 2024-05-01T10:00:00,123456+00:00 (dmesg --time-format=iso),
+# 2024-05-01T10:00:00.123456+0000 (journalctl -o short-iso-precise), +00:00 in newer
+# systemd, Z from other tools.
+_ISO = re.compile(
+    r"^\s*(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?"
+    r"\s*(Z|[+-]\d{2}:?\d{2})?(?=\s)"
+)
+_MONOTONIC = re.compile(r"\[\s*(\d+(?:\.\d+)?)\]")
+_MAX_NOTES = 5
+
+
+@dataclass
+class _Line:
+    raw: str
+    body: str  # from "NVRM" on
+    monotonic: float | None
+    epoch: float | None
+
+
+def _iso_epoch(m: re.Match) -> float | None:
+    year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
+    zone = m.group(8)
+    if zone is None:  # a local time in a zone we do not know
+        return None
+    if zone == "Z":
+        offset = 0
+    else:
+        digits = zone[1:].replace(":", "")
+        offset = (int(digits[:2]) * 60 + int(digits[2:])) * 60
+        offset = -offset if zone[0] == "-" else offset
+    try:
+        stamp = _dt.datetime(
+            year, month, day, hour, minute, second,
+            tzinfo=_dt.timezone(_dt.timedelta(seconds=offset)),
+        )  # fmt: skip
+    except (ValueError, OverflowError):
+        return None
+    fraction = float(f"0.{m.group(7)}") if m.group(7) else 0.0
+    return stamp.timestamp() + fraction
+
+
+def _stamp(prefix: str) -> tuple[float | None, float | None, bool]:
+    """(monotonic, epoch, looked like a stamp) from the text before "NVRM"."""
+    m = _ISO.match(prefix)
+    if m is not None:
+        return None, _iso_epoch(m), True
+    m = _MONOTONIC.search(prefix)
+    if m is not None:
+        return float(m.group(1)), None, True
+    return None, None, False
+
+
+def parse_kernel_log(
+    text: str, *, now_monotonic: float | None = None, now_epoch: float | None = None
+) -> tuple[list[XidEvent], list[str]]:
+    """Xid events in log order, and notes on what was not understood. Never raises.
+
+    A line's age comes from its wall-clock stamp and `now_epoch`, or its monotonic
+    `[ 1234.5]` stamp and `now_monotonic` (the uptime when the log was read); a line
+    with neither, or without the matching `now_*`, has age None. A stampless line that
+    is indented continues the line before it (journalctl prints the later lines of a
+    multi-line message that way) and takes its stamp.
+    """
+    notes: list[str] = []
+    lines: list[_Line] = []
+    bad_stamps = 0
+    for raw in text.split("\n"):
+        raw = raw.rstrip("\r")
+        at = raw.find("NVRM")
+        if at < 0:
+            continue
+        monotonic, epoch, stamped = _stamp(raw[:at])
+        if stamped and monotonic is None and epoch is None:
+            bad_stamps += 1
+        if not stamped and lines and raw[:1].isspace():
+            monotonic, epoch = lines[-1].monotonic, lines[-1].epoch
+        lines.append(_Line(raw, raw[at:], monotonic, epoch))
+    if bad_stamps:
+        notes.append(f"{bad_stamps} line(s) have a timestamp without a usable date or zone")
+
+    in_future = 0
+
+    def age(line: _Line) -> float | None:
+        nonlocal in_future
+        if line.epoch is not None:
+            value = None if now_epoch is None else now_epoch - line.epoch
+        elif line.monotonic is not None:
+            # dmesg stamps leave out time suspended, /proc/uptime counts it: after a
+            # suspend the age comes out too large, never too small.
+            value = None if now_monotonic is None else now_monotonic - line.monotonic
+        else:
+            return None
+        if value is not None and value < 0:
+            if value < -2.0:  # `date +%s` has whole seconds; more than that is odd
+                in_future += 1
+                return None
+            value = 0.0
+        return value
+
+    found: dict[int, XidEvent] = {}
+    unparsed: list[str] = []
+    for i, line in enumerate(lines):
+        if "NVRM: Xid" not in line.body:
+            continue
+        m = _XID.search(line.body)
+        if m is None:
+            unparsed.append(line.raw)
+            continue
+        try:
+            xid = int(m.group(2))
+        except ValueError:  # thousands of digits: past int()'s limit for strings
+            unparsed.append(line.raw)
+            continue
+        found[i] = XidEvent(xid, m.group(1), _message(m.group(3)), age(line), line.raw)
+
+    xid79_at: dict[str, list[int]] = {}
+    for i, event in found.items():
+        if event.xid == 79:
+            xid79_at.setdefault(event.pci_bus_id, []).append(i)
+
+    consumed: set[int] = set()
+    for i, line in enumerate(lines):
+        if i in consumed or i in found:
+            continue
+        m = _GPU_START.search(line.body)
+        if m is None:
+            continue
+        end = _fallen_end(lines, i)
+        if end is None:
+            continue
+        consumed.update(range(i, end + 1))
+        address = m.group(1)
+        near = xid79_at.get(normalise_pci_bus_id(address) or address.lower(), [])
+        if any(i - _SAME_EVENT_LINES <= j <= end + _SAME_EVENT_LINES for j in near):
+            continue  # the Xid 79 already tells it
+        span = lines[i : end + 1]
+        message = " ".join(_strip_nvrm(part.body) for part in span)
+        raw = "\n".join(part.raw for part in span)
+        found[i] = XidEvent(None, address, message, age(line), raw)
+
+    for raw in unparsed[:_MAX_NOTES]:
+        notes.append(f"unrecognised Xid line: {raw.strip()[:100]!r}")
+    if len(unparsed) > _MAX_NOTES:
+        notes.append(f"... and {len(unparsed) - _MAX_NOTES} more unrecognised Xid lines")
+    if in_future:
+        notes.append(
+            f"{in_future} event(s) are stamped later than the log was read (another boot, "
+            "or the clock changed): their age is unknown"
+        )
+    return [found[i] for i in sorted(found)], notes
+
+
+def _message(rest: str) -> str:
+    rest = rest.strip()
+    m = _PID_NAME.match(rest)
+    return rest[m.end() :].strip() if m else rest
+
+
+def _strip_nvrm(body: str) -> str:
+    return body[len("NVRM:") :].strip() if body.startswith("NVRM:") else body.strip()
+
+
+def _fallen_end(lines: list[_Line], start: int) -> int | None:
+    """Index of the line that completes a "has fallen off the bus" message begun at
+    `start`, or None when it is some other message about the GPU."""
+    for j in range(start, min(start + _FALLEN_SPAN, len(lines))):
+        body = lines[j].body
+        if j > start and ("NVRM: Xid" in body or _GPU_START.search(body)):
+            return None
+        if _FALLEN in body:
+            return j
+    return None
+
+
+# --- the fact -------------------------------------------------------------------------
+
+JOURNAL_ARGV = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso-precise")
+DMESG_ARGV = ("dmesg",)
+DATE_ARGV = ("date", "+%s")
+
+
+def nvrm_lines(data: bytes) -> str:
+    """Only the lines that mention NVRM: a kernel log can be large."""
+    keep = [line for line in data.split(b"\n") if b"NVRM" in line]
+    return b"\n".join(keep).decode("utf-8", "replace")
+
+
+def _first_line(data: bytes) -> str:
+    text = data.decode("utf-8", "replace").strip()
+    return text.splitlines()[0][:120] if text else ""
+
+
+def _why_unusable(answer: Answer) -> str:
+    """ "" when a command answered with exit status 0; otherwise why not."""
+    if not answer.ok:
+        return answer.describe()
+    result = answer.value
+    if result.returncode != 0:
+        said = _first_line(result.stderr) or _first_line(result.stdout)
+        return f"`{answer.key}` exited with status {result.returncode}" + (
+            f": {said}" if said else ""
+        )
+    return ""
+
+
+def _journal_has_entries(stdout: bytes) -> bool:
+    # "-- No entries --" and "-- Journal begins at ... --" are journalctl's own lines.
+    return any(line.strip() and not line.startswith(b"-- ") for line in stdout.split(b"\n"))
+
+
+def _cut_note(answer: Answer) -> list[str]:
+    if len(answer.value.stdout) >= DEFAULT_MAX_BYTES:
+        return [f"`{answer.key}` printed more than was kept: the latest events may be missing"]
+    return []
+
+
+@fact("kernel.xid")
+def xid_events(ctx: FactContext) -> KernelLog:
+    """Xid events of the current boot: the journal's kernel messages, else dmesg.
+
+    The journal keeps the whole boot; the dmesg ring buffer only its latest part. Ages
+    use the host's own clock (`date +%s`) or uptime (/proc/uptime), read through the
+    Host like everything else, so a replayed bundle gives the same ages.
+    """
+    notes: list[str] = []
+    journal = ctx.host.run(list(JOURNAL_ARGV)).require()
+    why = _why_unusable(journal)
+    if not why and not _journal_has_entries(journal.value.stdout):
+        why = "the journal has no kernel messages for this boot"
+        hint = _first_line(journal.value.stderr)
+        why += f" ({hint})" if hint else ""
+    if not why:
+        text = nvrm_lines(journal.value.stdout)
+        now_epoch = None
+        if text:
+            now_epoch, clock_note = _now_epoch(ctx)
+            notes += clock_note
+        events, parse_notes = parse_kernel_log(text, now_epoch=now_epoch)
+        notes += _cut_note(journal) + parse_notes
+        return KernelLog(command_key(JOURNAL_ARGV), tuple(events), True, tuple(notes))
+
+    notes.append(f"journal not used: {why}")
+    dmesg = ctx.host.run(list(DMESG_ARGV)).require()
+    why = _why_unusable(dmesg)
+    if why:
+        if dmesg.ok and b"not permitted" in dmesg.value.stderr.lower():
+            why += " (kernel.dmesg_restrict=1: run as root or with CAP_SYSLOG)"
+        notes.append(f"dmesg not read: {why}")
+        return KernelLog("", (), False, tuple(notes))
+    if not dmesg.value.stdout.strip():
+        notes.append("dmesg printed nothing (the ring buffer may have been cleared)")
+    text = nvrm_lines(dmesg.value.stdout)
+    now_monotonic = None
+    if text:
+        now_monotonic, uptime_note = _now_monotonic(ctx)
+        notes += uptime_note
+    events, parse_notes = parse_kernel_log(text, now_monotonic=now_monotonic)
+    notes += _cut_note(dmesg) + parse_notes
+    return KernelLog(command_key(DMESG_ARGV), tuple(events), True, tuple(notes))
+
+
+def _now_epoch(ctx: FactContext) -> tuple[float | None, list[str]]:
+    answer = ctx.host.run(list(DATE_ARGV)).require()
+    why = _why_unusable(answer)
+    if not why:
+        text = answer.text.strip()
+        if re.fullmatch(r"\d+", text):
+            return float(text), []
+        why = f"`{answer.key}` printed {text[:40]!r}"
+    return None, [f"the host's clock could not be read ({why}): event ages are unknown"]
+
+
+def _now_monotonic(ctx: FactContext) -> tuple[float | None, list[str]]:
+    answer = ctx.host.read("/proc/uptime", max_bytes=256).require()
+    if answer.ok:
+        first = answer.text.split()[:1]
+        try:
+            uptime = float(first[0])
+        except (IndexError, ValueError):
+            uptime = math.nan
+        if math.isfinite(uptime) and uptime >= 0:
+            return uptime, []
+        why = f"/proc/uptime reads {answer.text.strip()[:40]!r}"
+    else:
+        why = answer.describe()
+    return None, [f"the uptime could not be read ({why}): event ages are unknown"]
