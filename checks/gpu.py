@@ -10,10 +10,11 @@ import re
 
 from dldoctor.facts import Facts
 from dldoctor.facts import gpu as g
+from dldoctor.facts.amd import amd
 from dldoctor.facts.kmod import modules, nouveau_blacklist
 from dldoctor.facts.kmsg import xid_events
 from dldoctor.facts.nvidia import nvidia
-from dldoctor.facts.pci import NVIDIA, pci_devices
+from dldoctor.facts.pci import AMD, NVIDIA, pci_devices
 from dldoctor.facts.services import fabricmanager
 from dldoctor.model import Outcome, failed, passed, skipped, warned
 from dldoctor.policy import Policy
@@ -43,8 +44,9 @@ def is_datacenter(gpu: g.Gpu) -> bool:
 
 
 def label(gpu: g.Gpu) -> str:
+    name = f" {gpu.name}" if gpu.name else ""
     where = f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else ""
-    return f"GPU {gpu.index} {gpu.name}{where}".replace("  ", " ")
+    return f"GPU {gpu.index}{name}{where}"
 
 
 def usable_stack(facts: Facts) -> tuple[g.NvidiaStack, Outcome | None]:
@@ -94,7 +96,7 @@ def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
             remediation="Run as root, or give the user access to /dev/nvidia* (the `video` "
             "group on some distributions; `--gpus` in containers).",
         )
-    gpus = f" ({len(on_bus)} NVIDIA GPUs on the PCI bus)" if on_bus else ""
+    gpus = f" ({len(on_bus)} NVIDIA GPU(s) on the PCI bus)" if on_bus else ""
     return failed(f"{why}{gpus}", details)
 
 
@@ -189,6 +191,14 @@ def gpu_count(facts: Facts, policy: Policy) -> Outcome:
         return failed(
             f"the driver sees {seen} of the {len(bus)} NVIDIA GPUs on the PCI bus",
             [*details, *(f"not seen by the driver: {a}" for a in missing)],
+        )
+    lost = [label(x) + ": " + x.notes[0] for x in stack.gpus if not x.name and x.notes]
+    if lost:
+        return failed(
+            f"the driver cannot open {len(lost)} of its {seen} GPU(s)",
+            [*details, *lost],
+            remediation="A lost GPU (often after Xid 79) needs the node drained and "
+            "rebooted; check power and seating, RMA if it recurs.",
         )
     count = seen if seen is not None else len(bus)
     if expected and count != expected:
@@ -488,3 +498,30 @@ def xid_errors(facts: Facts, policy: Policy) -> Outcome:
     return passed(
         f"no Xid events in the last {hours} ({log.source.split()[0]})", old_note + list(log.notes)
     )
+
+
+@check(
+    "gpu.amd.inventory",
+    "AMD GPUs",
+    remediation="Install the ROCm stack with its amdgpu-dkms driver (amdgpu-install "
+    "--usecase=rocm), then reboot.",
+)
+def amd_inventory(facts: Facts, policy: Policy) -> Outcome:
+    on_bus = facts.get(pci_devices).gpus(AMD)
+    if not on_bus:
+        return skipped("no AMD GPU on the PCI bus")
+    stack = facts.get(amd)
+    unbound = [f"{d.address}: driver {d.driver or 'none'}" for d in on_bus if d.driver != "amdgpu"]
+    rocm = f", ROCm {stack.rocm_version}" if stack.rocm_version else ", ROCm not found"
+    details = [f"{x.pci_bus_id or x.card}: {x.series}" for x in stack.gpus] + list(stack.notes)
+    if unbound:
+        summary = f"{len(unbound)} of {len(on_bus)} AMD GPU(s) not bound to amdgpu{rocm}"
+        return failed(summary, unbound + details)
+    series = sorted({x.series for x in stack.gpus if x.series})
+    names = f" ({', '.join(series)})" if series else ""
+    driver = f", amdgpu {stack.driver_version}" if stack.driver_version else ""
+    if not stack.rocm_version:
+        return warned(
+            f"{len(on_bus)} AMD GPU(s){names}{driver}, but no ROCm installation found", details
+        )
+    return passed(f"{len(on_bus)} AMD GPU(s){names}{driver}{rocm}", details)

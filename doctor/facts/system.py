@@ -316,3 +316,24 @@ def _virtualization(ctx: FactContext) -> str:
         return ""
     product = ctx.host.read("/sys/class/dmi/id/product_name", max_bytes=256).text.strip()
     return f"virtual machine ({product})" if product else "virtual machine"
+
+
+# --- environment ----------------------------------------------------------------------
+
+
+def parse_environ(data: bytes) -> dict[str, str]:
+    """/proc/<pid>/environ: NUL-separated KEY=value."""
+    env = {}
+    for item in data.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep and key:
+            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return env
+
+
+@fact("process.environ")
+def environ(ctx: FactContext) -> dict[str, str]:
+    """dldoctor's own environment, read through the Host so that a bundle replays it."""
+    return parse_environ(
+        ctx.host.read("/proc/self/environ", max_bytes=1 << 20).require().value or b""
+    )

@@ -14,6 +14,7 @@ GLYPHS = {
     Status.SKIP: ("-", "dim"),
     Status.ERROR: ("☠", "magenta"),
 }
+EVIDENCE_LINES = 8
 ASCII = {Status.PASS: "ok", Status.WARN: "!", Status.FAIL: "x", Status.SKIP: "-", Status.ERROR: "E"}
 
 
@@ -67,8 +68,15 @@ def _finding(console, f: Finding, verbose: bool, unicode: bool, escape) -> None:
             f"    [dim]id {escape(f.id)} · {f.duration_s * 1000:.1f} ms"
             f"{'' if f.source == 'builtin' else ' · from ' + escape(f.source)}[/]"
         )
-        for ev in f.evidence:
+        # A PCI walk reads hundreds of files: the JSON keeps them all, the screen a few.
+        shown = f.evidence[:EVIDENCE_LINES]
+        for ev in shown:
             console.print(f"    [dim]evidence: {escape(str(ev))}[/]")
+        if len(f.evidence) > len(shown):
+            console.print(
+                f"    [dim]evidence: ... and {len(f.evidence) - len(shown)} more "
+                "(--json lists them all)[/]"
+            )
 
 
 def _footer(report: Report, unicode: bool) -> str:
