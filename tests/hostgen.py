@@ -93,6 +93,39 @@ def nvidia_driver(b: BundleBuilder, version: str, extra_modules: list[str] = ())
     b.file("/etc/modprobe.d/blacklist-nouveau.conf", NOUVEAU_BLACKLIST)
 
 
+SITE = "/opt/venv/lib/python3.10/site-packages"
+FIXTURE_CUDA = Path(__file__).parent / "fixtures" / "cuda"
+
+
+def dist_info(b: BundleBuilder, name: str, version: str, requires: list[str] = ()) -> None:
+    folder = f"{SITE}/{name.replace('-', '_')}-{version}.dist-info"
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
+             *(f"Requires-Dist: {r}" for r in requires)]  # fmt: skip
+    b.file(f"{folder}/METADATA", "\n".join(lines) + "\n")
+
+
+def torch_cu121(b: BundleBuilder) -> None:
+    """PyTorch 2.4.0+cu121 as pip installs it: its version.py and the CUDA wheels it pins."""
+    b.file(f"{SITE}/torch/version.py", (FIXTURE_CUDA / "torch-2.4.0+cu121-version.py").read_text())
+    pins = {"nvidia-cuda-runtime-cu12": "12.1.105", "nvidia-cudnn-cu12": "9.1.0.70",
+            "nvidia-nccl-cu12": "2.20.5"}  # fmt: skip
+    dist_info(
+        b,
+        "torch",
+        "2.4.0+cu121",
+        [f'{n}=={v}; platform_system == "Linux"' for n, v in pins.items()],
+    )
+    for name, version in pins.items():
+        dist_info(b, name, version)
+
+
+def cuda_toolkit(b: BundleBuilder, version: str) -> None:
+    short = ".".join(version.split(".")[:2])
+    b.file(f"/usr/local/cuda-{short}/version.json",
+           json.dumps({"cuda": {"name": "CUDA SDK", "version": version}}, indent=3) + "\n")  # fmt: skip
+    b.link("/usr/local/cuda", f"cuda-{short}")
+
+
 def journal(b: BundleBuilder, lines: list[str], now: int) -> None:
     b.command(["journalctl", "-k", "-b", "--no-pager", "-o", "short-iso-precise"],
               "".join(line + "\n" for line in lines))  # fmt: skip
@@ -118,6 +151,8 @@ def hgx_h100x8_healthy(b: BundleBuilder) -> None:
     nvml(b, FakeNvml([h100(i) for i in range(8)]))
     b.command(["systemctl", "is-active", "nvidia-fabricmanager"], "active\n")
     journal(b, QUIET_JOURNAL, NOW)
+    cuda_toolkit(b, "12.4.1")
+    torch_cu121(b)
 
 
 def workstation_rtx4090_nouveau(b: BundleBuilder) -> None:
@@ -151,6 +186,7 @@ def a100_driver470_torch_cu121(b: BundleBuilder) -> None:
                     driver="470.82.01", cuda=11040)  # fmt: skip
     nvml(b, fake)
     journal(b, QUIET_JOURNAL, NOW)
+    torch_cu121(b)
 
 
 def a100x8_remap_pending_xid79(b: BundleBuilder) -> None:

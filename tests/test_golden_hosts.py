@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import FIXTURES, HOSTS, TESTS, report_of, run_dldoctor, verdicts
 
-GOLDEN = TESTS / "golden"
+GOLDEN = TESTS / "golden" / "hosts"
 SCENARIOS = sorted(p.name for p in HOSTS.iterdir() if p.is_dir())
 
 

@@ -29,33 +29,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
+from dldoctor.facts.system import environ
 from dldoctor.host.base import MISSING, NOT_INSTALLED, Answer
 
 HEADER_BYTES = 256 * 1024  # the version macros sit in the first few KiB of each header
 SMALL_FILE_BYTES = 1024 * 1024
 SCRIPT_BYTES = 4096  # enough to see whether nvcc is a wrapper script, and where it leads
 LINK_HOPS = 8
-
-# --- environment variables ------------------------------------------------------------
-
-
-def parse_environ(data: bytes) -> dict[str, str]:
-    """`/proc/<pid>/environ`: NUL-separated KEY=value; entries without `=` are skipped."""
-    env: dict[str, str] = {}
-    for item in data.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep and key:
-            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
-    return env
-
-
-def _environ(ctx: FactContext, notes: list[str]) -> dict[str, str]:
-    answer = ctx.host.read("/proc/self/environ", max_bytes=SMALL_FILE_BYTES)
-    if not answer.ok:
-        notes.append(f"environment unknown: {answer.describe()}")
-        return {}
-    return parse_environ(answer.value)
-
 
 # --- links ----------------------------------------------------------------------------
 
@@ -120,7 +100,7 @@ def nvcc_script_target(text: str) -> str:
 @dataclass(frozen=True)
 class _Nvcc:
     path: str = ""  # where PATH finds it
-    toolkit: str = ""  # the toolkit folder it belongs to, links followed
+    toolkit: str = ""  # the toolkit folder it belongs to (the parent of its bin/)
     release: str = ""  # "13.0"
     version: str = ""  # "13.0.88"
 
@@ -303,7 +283,7 @@ _TOOLKIT_NAME = re.compile(r"cuda(-\d[\w.]*)?")
 @fact("cuda.toolkits")
 def toolkits(ctx: FactContext) -> CudaToolkits:
     notes: list[str] = []
-    env = _environ(ctx, notes)
+    env = ctx.get(environ)
     nvcc = _nvcc_on_path(ctx, env, notes)
     candidates: list[tuple[str, str]] = []  # (path, why it is looked at)
     usr_local = ctx.host.listdir("/usr/local").require()
@@ -326,8 +306,8 @@ def toolkits(ctx: FactContext) -> CudaToolkits:
     found: dict[str, CudaToolkit] = {}
     links: dict[str, list[str]] = {}
     absent: set[str] = set()
-    resolved_of: dict[str, str] = {}
     nvcc_home = _follow(ctx, nvcc.toolkit) if nvcc.toolkit else ""
+    resolved_of: dict[str, str] = {nvcc.toolkit: nvcc_home} if nvcc.toolkit else {}
     for path, why in candidates:
         real = resolved_of.get(path) or _follow(ctx, path)
         resolved_of[path] = real
@@ -373,17 +353,16 @@ def toolkits(ctx: FactContext) -> CudaToolkits:
 
 # --- Python environments --------------------------------------------------------------
 
-# Runs in the `python3` found on PATH (any version from 2.7 on: no f-strings). It prints
-# its site folders, links resolved, so that two names of one folder count once. Changing
-# this text changes the command line, and bundles recorded with the old one stop matching.
+# Runs in the `python3` found on PATH (any Python 3; one line, double quotes only, so that
+# the command line shows plainly in evidence). It prints its site folders, links resolved,
+# so that two names of one folder count once. Changing this text changes the command
+# line, and bundles recorded with the old one no longer answer it.
 SCRIPT = (
-    "import json, os, platform, site, sys\n"
-    "paths = []\n"
-    "for p in list(sys.path) + list(getattr(site, 'getsitepackages', lambda: [])()):\n"
-    "    if p and os.path.isdir(p) and os.path.realpath(p) not in paths:\n"
-    "        paths.append(os.path.realpath(p))\n"
-    "print(json.dumps({'executable': sys.executable, 'version': platform.python_version(),"
-    " 'sys_path': paths}))\n"
+    "import json,os,platform,site,sys;"
+    'ps=[os.path.realpath(p) for p in sys.path+list(getattr(site,"getsitepackages",list)())'
+    " if p and os.path.isdir(p)];"
+    'print(json.dumps({"executable":sys.executable,"version":platform.python_version(),'
+    '"sys_path":sorted(set(ps),key=ps.index)}))'
 )
 PATH_PYTHON_ARGV = ("python3", "-I", "-c", SCRIPT)
 
@@ -433,8 +412,9 @@ def python_environments(ctx: FactContext) -> PythonEnvironments:
         notes.append(f"interpreter probe: {info.status}")
     answer = ctx.host.run(list(PATH_PYTHON_ARGV))
     if answer.ok and answer.value.returncode == 0:
+        lines = answer.text.strip().splitlines()  # a shim may print before the script
         try:
-            data = json.loads(answer.text)
+            data = json.loads(lines[-1]) if lines else None
         except ValueError:
             data = None
         if isinstance(data, dict):
@@ -820,6 +800,8 @@ def _torch(s: _Site) -> Framework | None:
     if cuda == "":
         cudnn = cudnn if cudnn is not None else ""
         nccl = nccl if nccl is not None else ""
+    elif cuda and cudnn is None:
+        notes.append("requires no cuDNN wheel: bundled in torch/lib, or the system's")
     location = posixpath.join(s.path, "torch") if "torch" in s.entries else s.path
     return Framework("torch", version, cuda, cudnn, nccl, location, tuple(notes))
 
@@ -1025,7 +1007,7 @@ def _installs(ctx: FactContext, library: str, headers: tuple[str, ...], parser, 
             if real in seen:
                 break
             seen[real] = len(found)
-            link_note = (f"{path} is a link",) if real != path else ()
+            link_note = (f"found as {path}",) if real != path else ()
             found.append(cls(version, header, real, link_note))
             break
     for site in envs.sites:
