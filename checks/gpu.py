@@ -13,7 +13,7 @@ from dldoctor.facts import gpu as g
 from dldoctor.facts.amd import amd
 from dldoctor.facts.kmod import modules, nouveau_blacklist
 from dldoctor.facts.kmsg import xid_events
-from dldoctor.facts.nvidia import nvidia
+from dldoctor.facts.nvidia import library_version, nvidia
 from dldoctor.facts.pci import AMD, NVIDIA, pci_devices
 from dldoctor.facts.services import fabricmanager
 from dldoctor.model import Outcome, failed, passed, skipped, warned
@@ -138,9 +138,14 @@ def driver_module(facts: Facts, policy: Policy) -> Outcome:
         return skipped("the list of loaded modules is not available", mods.notes)
     if not mods.nvidia_version:
         return skipped("the loaded nvidia module does not say its version", mods.notes)
-    if mods.nvidia_version != stack.driver_version:
-        return failed(f"kernel module {mods.nvidia_version}, driver library {stack.driver_version}")
-    return passed(f"kernel module and library are both {mods.nvidia_version}")
+    library = facts.get(library_version)
+    if not library:
+        return skipped(
+            "the user-space library's version is not known (no libnvidia-ml.so.<version>)"
+        )
+    if mods.nvidia_version != library:
+        return failed(f"kernel module {mods.nvidia_version}, user-space library {library}")
+    return passed(f"kernel module and user-space library are both {library}")
 
 
 @check(

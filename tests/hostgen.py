@@ -85,11 +85,22 @@ def nvml(b: BundleBuilder, fake: FakeNvml) -> None:
     (b.root / "nvml.json").write_text(json.dumps({"status": "ok", "value": data}, indent=1))
 
 
-def nvidia_driver(b: BundleBuilder, version: str, extra_modules: list[str] = ()) -> None:
-    b.file(
-        "/proc/modules", proc_modules([*extra_modules, "nvidia_uvm", "nvidia_modeset", "nvidia"])
-    )
+def nvidia_driver(
+    b: BundleBuilder, version: str, extra_modules: list[str] = (), library: str = ""
+) -> None:
+    modules = [*extra_modules, "nvidia_uvm", "nvidia_modeset", "nvidia"]
+    b.file("/proc/modules", proc_modules(modules))
     b.file("/sys/module/nvidia/version", version + "\n")
+    lib = "/usr/lib/x86_64-linux-gnu"
+    # `ldconfig -p` lines as glibc prints them; the .so.1 link names the library's version.
+    ldconfig = (
+        "3 libs found in cache `/etc/ld.so.cache'\n"
+        f"\tlibnvidia-ml.so.1 (libc6,x86-64) => {lib}/libnvidia-ml.so.1\n"
+        f"\tlibcuda.so.1 (libc6,x86-64) => {lib}/libcuda.so.1\n"
+        f"\tlibc.so.6 (libc6,x86-64, OS ABI: Linux 3.2.0) => {lib}/libc.so.6\n"
+    )
+    b.command(["ldconfig", "-p"], ldconfig)
+    b.link(f"{lib}/libnvidia-ml.so.1", f"libnvidia-ml.so.{library or version}")
     b.file("/etc/modprobe.d/blacklist-nouveau.conf", NOUVEAU_BLACKLIST)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dldoctor.facts import FactContext, fact
@@ -220,3 +221,28 @@ def nvidia(ctx: FactContext) -> NvidiaStack:
     if stack is not None:
         return stack
     return NvidiaStack("", error=g.NO_SOURCE, error_message=f"{why}; nvidia-smi not installed")
+
+
+_NVML_SONAME = re.compile(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$")
+
+
+@fact("gpu.nvidia.library")
+def library_version(ctx: FactContext) -> str:
+    """Version of the user-space driver library (libnvidia-ml.so.<version>); "" if unknown.
+
+    NVML reports the kernel driver's version, so this is the independent side of the
+    "module = library" comparison: the file the library link points at.
+    """
+    from dldoctor.facts.cuda import libraries
+
+    found = ctx.get(libraries).named("libnvidia-ml")
+    for soname in found:
+        m = _NVML_SONAME.search(soname)
+        if m:
+            return m.group(1)
+    for path in found.get("libnvidia-ml.so.1", ()):
+        link = ctx.host.readlink(path)
+        m = _NVML_SONAME.search(link.value) if link.ok else None
+        if m:
+            return m.group(1)
+    return ""

@@ -1,0 +1,79 @@
+"""GPU checks on hand-built facts: the cases the fixture hosts do not cover."""
+
+from __future__ import annotations
+
+from dldoctor.checks import gpu as checks
+from dldoctor.facts import Facts
+from dldoctor.facts import gpu as g
+from dldoctor.facts.kmod import Modules, modules
+from dldoctor.facts.nvidia import library_version, nvidia
+from dldoctor.facts.pci import PciBus, PciDevice, pci_devices
+from dldoctor.model import Status
+from dldoctor.policy import Policy
+
+H100 = g.Gpu(0, name="NVIDIA H100 80GB HBM3", pci_bus_id="0000:18:00.0", compute_capability="9.0")
+BUS = PciBus((PciDevice("0000:18:00.0", "10de", "2330", "030200", "nvidia"),))
+
+
+def stack(**kw):
+    return g.NvidiaStack("nvml", driver_version="535.154.05", gpus=(H100,), **kw)
+
+
+def test_module_and_library_differ_after_an_upgrade_without_reboot():
+    mods = Modules(frozenset({"nvidia"}), True, "535.154.05")
+    facts = {nvidia: stack(), modules: mods, library_version: "535.183.01"}
+    outcome = checks.driver_module(Facts.given(facts), Policy())
+    assert outcome.status == Status.FAIL
+    assert outcome.summary == "kernel module 535.154.05, user-space library 535.183.01"
+    same = {**facts, library_version: "535.154.05"}
+    assert checks.driver_module(Facts.given(same), Policy()).status == Status.PASS
+
+
+def test_nvml_version_mismatch_fails_the_driver_and_module_checks():
+    broken = g.NvidiaStack("nvml", error=g.VERSION_MISMATCH, error_message="LibRmVersionMismatch")
+    facts = Facts.given({nvidia: broken, pci_devices: BUS,
+                         modules: Modules(frozenset({"nvidia"}), True, "535.154.05")})  # fmt: skip
+    loaded = checks.driver_loaded(facts, Policy())
+    assert loaded.status == Status.FAIL and "without a reboot" in loaded.summary
+    assert checks.driver_module(facts, Policy()).status == Status.FAIL
+    # The other GPU checks say why they cannot look, instead of failing again.
+    assert checks.ecc_errors(facts, Policy()).status == Status.SKIP
+
+
+def test_no_permission_is_a_warning_not_a_verdict_on_the_gpus():
+    denied = g.NvidiaStack("nvml", error=g.NO_PERMISSION, error_message="NoPermission")
+    outcome = checks.driver_loaded(Facts.given({nvidia: denied, pci_devices: BUS}), Policy())
+    assert outcome.status == Status.WARN
+
+
+def test_driver_sees_fewer_gpus_than_the_bus():
+    bus = PciBus(BUS.devices + (PciDevice("0000:29:00.0", "10de", "2330", "030200", "nvidia"),))
+    outcome = checks.gpu_count(Facts.given({nvidia: stack(), pci_devices: bus}), Policy())
+    assert outcome.status == Status.FAIL
+    assert "not seen by the driver: 0000:29:00.0" in outcome.details
+
+
+def test_idle_consumer_gpu_without_persistence_is_fine():
+    rtx = g.Gpu(0, name="NVIDIA GeForce RTX 4090", persistence_mode=False)
+    outcome = checks.persistence(
+        Facts.given({nvidia: g.NvidiaStack("nvml", gpus=(rtx,))}), Policy()
+    )
+    assert outcome.status == Status.PASS
+    dc = g.Gpu(0, name="NVIDIA A100-SXM4-80GB", persistence_mode=False)
+    assert checks.persistence(Facts.given({nvidia: g.NvidiaStack("nvml", gpus=(dc,))}),
+                              Policy()).status == Status.WARN  # fmt: skip
+
+
+def test_remapping_failure_outranks_pending():
+    bad = g.Gpu(0, name="NVIDIA A100", remap_pending=True, remap_failure=True)
+    outcome = checks.remapped_rows(
+        Facts.given({nvidia: g.NvidiaStack("nvml", gpus=(bad,))}), Policy()
+    )
+    assert outcome.status == Status.FAIL and "RMA" in outcome.summary
+
+
+def test_precision_from_compute_capability():
+    assert checks.precisions("7.5") == ["FP16"]
+    assert checks.precisions("8.6") == ["FP16", "BF16", "TF32"]
+    assert checks.precisions("9.0") == ["FP16", "BF16", "TF32", "FP8"]
+    assert checks.precisions("6.1") == []
