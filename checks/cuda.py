@@ -41,16 +41,25 @@ def toolkit(facts: Facts, policy: Policy) -> Outcome:
     return passed(summary, lines + list(tks.notes))
 
 
-def runtimes(facts: Facts) -> list[tuple[str, str]]:
-    """(what, CUDA version) for every CUDA runtime something on this host will load."""
+def runtimes(facts: Facts) -> list[tuple[str, str, bool]]:
+    """(what, CUDA version, in use) for every CUDA runtime found. A toolkit nothing selects
+    (an old one left in /usr/local) is listed but cannot fail the host."""
+    tks = facts.get(cf.toolkits)
+    chosen = tks.get(tks.selected) if tks.selected else None
     found = []
-    for t in facts.get(cf.toolkits).toolkits:
+    for t in tks.toolkits:
         if t.version:
-            found.append((f"toolkit {t.path}", t.version))
+            found.append((f"toolkit {t.path}", t.version, t is chosen or len(tks.toolkits) == 1))
     for fw in facts.get(cf.frameworks):
         if fw.cuda:
-            found.append((f"{fw.name} {fw.version} ({fw.location})", fw.cuda))
+            found.append((f"{fw.name} {fw.version} ({fw.location})", fw.cuda, True))
     return found
+
+
+def compat_libcuda(facts: Facts) -> tuple[str, ...]:
+    """cuda-compat's libcuda (forward compatibility on datacenter GPUs), if installed."""
+    libs = facts.get(cf.libraries).named("libcuda")
+    return tuple(p for paths in libs.values() for p in paths if "/compat/" in p)
 
 
 @check(
@@ -67,12 +76,14 @@ def cuda_compat(facts: Facts, policy: Policy) -> Outcome:
     stack = facts.get(nvidia)
     if not stack.usable or not stack.driver_version:
         reason = WHY.get(stack.error, "the driver version is unknown")
-        return skipped(reason, [f"{what}: CUDA {v}" for what, v in found])
-    too_old, lines = [], []
-    for what, version in found:
+        return skipped(reason, [f"{what}: CUDA {v}" for what, v, _ in found])
+    too_old, unused_old, lines = [], [], []
+    for what, version, in_use in found:
         v = cudacompat.judge(version, stack.driver_version)
         if v.result == cudacompat.TOO_OLD:
-            too_old.append(f"{what}: CUDA {v.runtime} needs driver ≥ {v.needed}")
+            (too_old if in_use else unused_old).append(
+                f"{what}: CUDA {v.runtime} needs driver ≥ {v.needed}"
+            )
         elif v.result == cudacompat.MINOR_COMPAT:
             lines.append(
                 f"{what}: CUDA {v.runtime} runs through minor-version compatibility "
@@ -84,8 +95,23 @@ def cuda_compat(facts: Facts, policy: Policy) -> Outcome:
         else:
             lines.append(f"{what}: CUDA {version} is not in the compatibility table")
     driver = f"driver {stack.driver_version} (CUDA {stack.cuda_driver_version or '?'})"
+    compat = compat_libcuda(facts)
+    if too_old and compat:
+        return warned(
+            f"{driver} is too old for {len(too_old)} CUDA runtime(s); they can only run "
+            "through the cuda-compat package (datacenter GPUs)",
+            too_old + unused_old + lines + [f"cuda-compat: {p}" for p in compat],
+        )
     if too_old:
-        return failed(f"{driver} is too old for {len(too_old)} CUDA runtime(s)", too_old + lines)
+        return failed(
+            f"{driver} is too old for {len(too_old)} CUDA runtime(s)", too_old + unused_old + lines
+        )
+    if unused_old:
+        return warned(
+            f"{driver} is too old for {len(unused_old)} installed toolkit(s) nothing selects",
+            unused_old + lines,
+            remediation="Remove the old toolkit, or upgrade the driver before anyone selects it.",
+        )
     return passed(f"{driver} runs every CUDA runtime found ({len(found)})", lines)
 
 
@@ -123,7 +149,8 @@ def cudnn(facts: Facts, policy: Policy) -> Outcome:
             wrong = ", ".join(f"{w.name} {w.version}" for w in beside)
             problems.append(f"{fw.name} {fw.version} is built for CUDA {want}, beside it: {wrong}")
         elif not fw.cudnn and not matching and not system:
-            problems.append(f"{fw.name} {fw.version} (CUDA {fw.cuda}): no cuDNN found for it")
+            # Older wheels carry cuDNN in torch/lib and conda in $CONDA_PREFIX/lib.
+            lines.append(f"{fw.name} {fw.version}: no separate cuDNN found (bundled, or missing)")
     if problems:
         return failed("; ".join(problems), lines + details)
     return passed(f"cuDNN found for {len(cuda_builds)} CUDA framework build(s)", lines + details)

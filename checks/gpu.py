@@ -16,11 +16,13 @@ from dldoctor.facts.kmsg import xid_events
 from dldoctor.facts.nvidia import library_version, nvidia
 from dldoctor.facts.pci import AMD, NVIDIA, pci_devices
 from dldoctor.facts.services import fabricmanager
+from dldoctor.facts.system import container
 from dldoctor.model import Outcome, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
 from dldoctor.versions import at_least
 
+PASSTHROUGH = ("vfio-pci", "pci-stub")
 WHY = {
     g.NO_DRIVER: "no NVIDIA driver installed",
     g.DRIVER_NOT_LOADED: "the NVIDIA driver is not loaded",
@@ -97,6 +99,22 @@ def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
             "group on some distributions; `--gpus` in containers).",
         )
     gpus = f" ({len(on_bus)} NVIDIA GPU(s) on the PCI bus)" if on_bus else ""
+    if stack.error in (g.NO_DRIVER, g.NO_SOURCE) and facts.get(container).in_container:
+        # A container sees the host's PCI bus but only the driver files it was given.
+        return warned(
+            f"{why} in this container{gpus}",
+            details,
+            remediation="Start the container with the NVIDIA Container Toolkit "
+            "(`docker run --gpus all`, or the nvidia runtime / device plugin in Kubernetes); "
+            "a container meant for the CPU only can ignore this.",
+        )
+    if stack.error == g.TIMED_OUT:
+        return failed(
+            f"{why}{gpus}",
+            details,
+            remediation="A driver that does not answer usually means a GPU fell off the bus "
+            "or hung: look for Xid 79/GPU lost in `dmesg`, drain the node and reboot.",
+        )
     return failed(f"{why}{gpus}", details)
 
 
@@ -168,6 +186,8 @@ def nouveau(facts: Facts, policy: Policy) -> Outcome:
         return failed("the nouveau module is loaded", details)
     if not bus.gpus(NVIDIA):
         return skipped("no NVIDIA GPU on the PCI bus")
+    if facts.get(container).in_container:
+        return passed("not loaded (the blacklist is the host's, not this container's)")
     if not blacklist.blacklisted:
         return warned(
             "Nouveau is not loaded but not blacklisted either: it may load on a "
@@ -184,13 +204,19 @@ def nouveau(facts: Facts, policy: Policy) -> Outcome:
     "and power.",
 )
 def gpu_count(facts: Facts, policy: Policy) -> Outcome:
-    bus = facts.get(pci_devices).gpus(NVIDIA)
+    # GPUs handed to VMs (vfio-pci) are not the host driver's to see.
+    bus = [d for d in facts.get(pci_devices).gpus(NVIDIA) if d.driver not in PASSTHROUGH]
     stack = facts.get(nvidia)
     expected = policy.gpu.expected_count
     seen = len(stack.gpus) if stack.usable else None
     details = [f"PCI bus: {len(bus)} NVIDIA GPU(s)"]
     if seen is not None:
         details.append(f"driver ({stack.source}): {seen}")
+    in_container = facts.get(container).in_container
+    if in_container and seen is not None:
+        # sysfs shows the host's bus; the container was given some of its GPUs.
+        details.append("in a container: the driver shows the GPUs given to it")
+        bus = [d for d in bus if d.address in {x.pci_bus_id for x in stack.gpus}]
     if seen is not None and seen < len(bus):
         missing = sorted({d.address for d in bus} - {x.pci_bus_id for x in stack.gpus})
         return failed(
@@ -272,6 +298,8 @@ def fabric_manager(facts: Facts, policy: Policy) -> Outcome:
         return skipped("no NVSwitch on the PCI bus")
     state = facts.get(fabricmanager)
     details = [f"{len(switches)} NVSwitch(es)"]
+    if not state.state and facts.get(container).in_container:
+        return skipped("Fabric Manager runs on the host; it cannot be seen from a container")
     if state.active:
         return passed("nvidia-fabricmanager is active", details)
     if not state.state:
@@ -460,6 +488,12 @@ def mixed_precision(facts: Facts, policy: Policy) -> Outcome:
     return passed(summary, lines)
 
 
+# Hardware Xids whose recorded action is "watch", not "drain": 63 records a row remap
+# (gpu.memory.remapped_rows judges it), 92 is a high corrected-error rate, 94 a contained
+# ECC error (only the application died), 121 a C2C link error NVIDIA says to ignore first.
+XID_WATCH = frozenset({63, 92, 94, 121})
+
+
 @check(
     "gpu.xid",
     "Xid errors",
@@ -486,7 +520,9 @@ def xid_errors(facts: Facts, policy: Policy) -> Outcome:
         what = f"Xid {e.xid}" if e.xid is not None else "fallen off the bus"
         return f"{e.pci_bus_id}: {what} ({e.description}), {when}"
 
-    hardware = [e for e in recent if e.kind == "hardware" or e.xid is None]
+    hardware = [
+        e for e in recent if (e.kind == "hardware" and e.xid not in XID_WATCH) or e.xid is None
+    ]
     if hardware:
         codes = sorted({str(e.xid) if e.xid is not None else "bus" for e in hardware})
         return failed(
@@ -495,7 +531,7 @@ def xid_errors(facts: Facts, policy: Policy) -> Outcome:
         )
     if recent:
         return warned(
-            f"{len(recent)} application/driver Xid event(s) in the last {hours}",
+            f"{len(recent)} Xid event(s) in the last {hours} that do not call for a drain",
             [line(e) for e in recent] + old_note + list(log.notes),
             remediation="Usually the program's fault (illegal memory access, timeout): check "
             "the job that ran then; repeated driver Xids warrant a driver update.",

@@ -40,6 +40,11 @@ def os_release(facts: Facts, policy: Policy) -> Outcome:
     if rel.id not in supported:
         return warned(f"{name} is not a supported distribution", [f"supported: {wanted}"])
     minimum = supported[rel.id]
+    if not rel.version_id:
+        return warned(
+            f"{name} has no VERSION_ID: a testing or rolling release, not a supported one",
+            [f"supported: {wanted}"],
+        )
     if at_least(rel.version_id, minimum):
         return passed(f"{name} (supported: {rel.id} ≥ {minimum})", rel.notes)
     return warned(
@@ -114,10 +119,14 @@ def python_version(facts: Facts, policy: Policy) -> Outcome:
     elif py.version and not py.path_python3:
         details.append("no python3 on PATH")
     minimum = policy.python.min_version
-    old = [v for v in (py.version, py.path_version) if v and at_least(v, minimum) is False]
-    if old:
-        return warned(f"Python {old[0]} is older than {minimum}", details)
-    return passed(f"Python {py.version or py.path_version}", details)
+    # The interpreter dldoctor is installed in is the training environment's; the platform
+    # python3 (3.6 on RHEL 8, 3.9 on RHEL 9) is only judged when nothing else is known.
+    judged = py.version or py.path_version
+    if at_least(judged, minimum) is False:
+        return warned(f"Python {judged} is older than {minimum}", details)
+    if py.version and py.path_version and at_least(py.path_version, minimum) is False:
+        details.append(f"python3 on PATH is older than {minimum}: use a virtual environment")
+    return passed(f"Python {judged}", details)
 
 
 @check(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -105,10 +106,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dldoctor: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (`dldoctor --json | head`); say nothing more.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return ExitCode.OK
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
             raise
@@ -147,16 +144,22 @@ def _main(argv: Sequence[str] | None) -> ExitCode:
         strict=args.strict,
         policy_source=policy_source,
     )
-    if args.json:
-        from dldoctor.render.jsondoc import render_json
+    code = exit_code_for(report.findings, strict=args.strict)
+    try:
+        if args.json:
+            from dldoctor.render.jsondoc import render_json
 
-        render_json(report)
-    else:
-        # Until the TUI exists, plain `dldoctor` prints the checklist too.
-        from dldoctor.render.text import render_text
+            render_json(report)
+        else:
+            # Until the TUI exists, plain `dldoctor` prints the checklist too.
+            from dldoctor.render.text import render_text
 
-        render_text(report, verbose=args.verbose, color=args.color)
-    return exit_code_for(report.findings, strict=args.strict)
+            render_text(report, verbose=args.verbose, color=args.color)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`dldoctor --check | head`): the verdict still stands.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return code
 
 
 def _policy(args: argparse.Namespace):
@@ -169,9 +172,10 @@ def _policy(args: argparse.Namespace):
     except PolicyError as exc:
         raise InputError(str(exc)) from None
     if args.timeout is not None:
-        if args.timeout <= 0:
+        if not math.isfinite(args.timeout) or args.timeout <= 0:
             raise UsageError("--timeout must be a positive number of seconds")
-        timeouts = replace(policy.timeouts, command_s=args.timeout, filesystem_s=args.timeout)
+        t = args.timeout
+        timeouts = replace(policy.timeouts, command_s=t, filesystem_s=t, nvml_s=t)
         policy = replace(policy, timeouts=timeouts)
     return policy, source
 
@@ -227,6 +231,5 @@ def _host(args: argparse.Namespace, policy):
         return ReplayHost(reader)
     from dldoctor.host.live import LiveHost
 
-    return LiveHost(
-        command_timeout=policy.timeouts.command_s, fs_timeout=policy.timeouts.filesystem_s
-    )
+    t = policy.timeouts
+    return LiveHost(command_timeout=t.command_s, fs_timeout=t.filesystem_s, probe_timeout=t.nvml_s)

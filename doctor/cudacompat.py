@@ -43,8 +43,14 @@ class Verdict:
 
 def judge(runtime: str, driver: str) -> Verdict:
     parts = version_tuple(runtime)
-    if not parts or len(parts) < 2 or not version_tuple(driver):
+    if not parts or not version_tuple(driver):
         return Verdict(runtime, driver, UNKNOWN, "")
+    if len(parts) == 1:  # only the major is known (JAX's jax-cuda12-plugin)
+        floor = MINOR_COMPAT_FLOOR.get(str(parts[0]), "")
+        if not floor:
+            return Verdict(runtime, driver, UNKNOWN, "")
+        result = SUPPORTED if at_least(driver, floor) else TOO_OLD
+        return Verdict(runtime, driver, result, floor, floor)
     minor = f"{parts[0]}.{parts[1]}"
     major = str(parts[0])
     needed = TOOLKIT_DRIVER.get(minor, "")

@@ -19,7 +19,7 @@ from dldoctor.runner import Listener, Runner
 def check_timeout(policy: Policy) -> float:
     # The deadline is a backstop: it must leave a command its own timeout to expire first.
     t = policy.timeouts
-    return max(t.check_s, t.command_s + t.filesystem_s + 1.0)
+    return max(t.check_s, max(t.command_s, t.nvml_s) + t.filesystem_s + 5.0)
 
 
 def diagnose(

@@ -8,6 +8,7 @@ wrong type is an error naming the key, never silently ignored.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import types
 import typing
@@ -75,7 +76,16 @@ class GpuPolicy:
 class Timeouts:
     command_s: float = 10.0
     filesystem_s: float = 5.0
+    # NVML's first call on a host without persistence mode initialises every GPU: seconds
+    # per GPU on an 8-GPU node. A hung driver still ends the run within this.
+    nvml_s: float = 60.0
     check_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("command_s", "filesystem_s", "nvml_s", "check_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise PolicyError(f"timeouts.{name} must be a positive number of seconds")
 
 
 @dataclass(frozen=True)
@@ -98,7 +108,7 @@ def load_policy(path: str | None) -> tuple[Policy, str]:
             data = tomllib.load(f)
     except OSError as exc:
         raise PolicyError(f"cannot read policy {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PolicyError(f"policy {path} is not valid TOML: {exc}") from None
     try:
         return _build(Policy, data, ""), path
@@ -136,7 +146,9 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(hint) if a is not type(None)]
         return _coerce(options[0], value, where)
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise PolicyError(f"{where} must be a finite number")
         return float(value)
     if hint is str and isinstance(value, int) and not isinstance(value, bool):
         return str(value)  # `min_version = 8` means "8"; 22.10 must be quoted (float 22.1)

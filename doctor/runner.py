@@ -67,13 +67,25 @@ def finding_for(
     )
 
 
+def _valid(outcome: object) -> Outcome:
+    if not isinstance(outcome, Outcome):
+        raise TypeError(f"returned {type(outcome).__name__}, not an Outcome")
+    if not isinstance(outcome.status, Status) or not isinstance(outcome.summary, str):
+        raise TypeError("an Outcome needs a Status and a str summary")
+    for name in ("details", "fixes"):
+        value = getattr(outcome, name)
+        if value is not None and not (
+            isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+        ):
+            raise TypeError(f"Outcome.{name} must be strings")
+    return outcome
+
+
 def run_check(spec: CheckSpec, facts: Facts, policy: Policy) -> Finding:
     view = _CheckFacts(facts)
     start = time.monotonic()
     try:
-        outcome = spec.fn(view, policy)
-        if not isinstance(outcome, Outcome):
-            raise TypeError(f"returned {type(outcome).__name__}, not an Outcome")
+        outcome = _valid(spec.fn(view, policy))
     except ProbeFailed as exc:
         outcome = Outcome(Status.ERROR, str(exc))
     except FactFailed as exc:

@@ -12,6 +12,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import posixpath
 import re
 import shutil
 import tempfile
@@ -19,7 +20,19 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dldoctor import __version__
-from dldoctor.host.base import LINK, LIST, OK, PROBE, READ, RUN, STATVFS, Answer, command_key
+from dldoctor.host.base import (
+    ERROR,
+    LINK,
+    LIST,
+    OK,
+    PROBE,
+    READ,
+    RUN,
+    STATUSES,
+    STATVFS,
+    Answer,
+    command_key,
+)
 from dldoctor.host.paths import resolve_in_root
 
 FORMAT = "dldoctor-bundle"
@@ -90,6 +103,7 @@ def write_bundle(
     if os.path.exists(dest):
         raise BundleError(f"{dest} already exists; choose a new path")
     parent = os.path.dirname(dest)
+    os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".dldoctor-bundle-", dir=parent)
     try:
         _write_tree(tmp, answers, report, argv, extra_files or {})
@@ -119,7 +133,8 @@ def _write_tree(root, answers, report, argv, extra_files) -> None:
     for answer, cmd_argv in answers:
         meta = _answer_meta(answer)
         if answer.op == READ:
-            rel = f"{FILES}/{answer.key.lstrip('/')}"
+            # A key like "/a/../../x" (from an unnormalised PATH entry) must not climb out.
+            rel = f"{FILES}/{posixpath.normpath('/' + answer.key).lstrip('/')}"
             if answer.ok and put(rel, answer.value):
                 continue
             if answer.ok:  # cannot live in files/: keep the bytes in the index instead
@@ -186,6 +201,8 @@ class BundleReader:
             raise BundleError(f"{path}: {MANIFEST} is not a JSON object")
         if self.manifest and self.manifest.get("format") != FORMAT:
             raise BundleError(f"{path}: {MANIFEST} does not describe a {FORMAT}")
+        if not isinstance(self.manifest.get("files", {}), dict):
+            raise BundleError(f"{path}: {MANIFEST} 'files' must map paths to sha256 digests")
         version = self.manifest.get("format_version", FORMAT_VERSION)
         if not isinstance(version, int) or version > FORMAT_VERSION:
             raise BundleError(
@@ -196,7 +213,8 @@ class BundleReader:
         if not isinstance(index, dict) or not all(isinstance(v, dict) for v in index.values()):
             raise BundleError(f"{path}: {ANSWERS} must map operations to objects")
         self.index: dict[str, dict[str, Any]] = index
-        self.files_root = os.path.join(self.path, FILES)
+        # Resolved like any bundle path: a `files` link to "/" must not expose this machine.
+        self.files_root = self.inside(FILES)
 
     def inside(self, rel: str) -> str:
         """Real path of bundle-relative `rel`, links resolved without leaving the bundle."""
@@ -221,7 +239,7 @@ class BundleReader:
             raise BundleError(f"{self.path}: {rel} is larger than {MAX_JSON_BYTES} bytes")
         try:
             return json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise BundleError(f"{self.path}: {rel} is not valid JSON ({exc})") from None
 
     def entry(self, op: str, key: str) -> dict[str, Any] | None:
@@ -239,5 +257,6 @@ class BundleReader:
 
 
 def status_of(meta: dict[str, Any]) -> str:
+    """The recorded status; anything that is not one of the Host's statuses is an error."""
     status = meta.get("status", OK)
-    return status if isinstance(status, str) else OK
+    return status if status in STATUSES else ERROR

@@ -188,3 +188,42 @@ def test_edited_files_are_detected(tmp_path):
     bundle = host.write_bundle(str(tmp_path / "bundle"))
     (tmp_path / "bundle/files/proc/mdstat").write_text("edited by hand\n")
     assert BundleReader(bundle).verify() == ["files/proc/mdstat"]
+
+
+def test_a_files_link_to_root_does_not_expose_this_machine(tmp_path):
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    os.symlink("/", bundle / "files")
+    replay = ReplayHost(str(bundle))
+    assert replay.read("/etc/os-release").status == MISSING
+    assert replay.read("/proc/meminfo").status == MISSING
+
+
+def test_keys_that_climb_stay_inside_when_written(tmp_path):
+    answers = [(Answer("read", "/../../escaped.txt", OK, b"hi"), None)]
+    bundle = write_bundle(str(tmp_path / "out" / "b"), answers)
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "out/escaped.txt").exists()
+    assert (tmp_path / "out/b/files/escaped.txt").read_bytes() == b"hi"
+    assert ReplayHost(bundle).read("/escaped.txt").value == b"hi"
+
+
+def test_unknown_statuses_and_bad_manifest_types(tmp_path):
+    b = BundleBuilder(tmp_path / "b").command(["x"], status="weird")
+    assert ReplayHost(str(b.root)).run(["x"]).status == ERROR
+    (b.root / "manifest.json").write_text('{"format": "dldoctor-bundle", "files": []}')
+    with pytest.raises(BundleError, match="'files' must map"):
+        BundleReader(str(b.root))
+    (b.root / "manifest.json").unlink()
+    (b.root / "answers.json").write_text("[" * 100000)
+    with pytest.raises(BundleError, match="not valid JSON"):
+        BundleReader(str(b.root))
+
+
+def test_recording_keeps_the_fuller_read(tmp_path):
+    (tmp_path / "f").write_bytes(b"0123456789")
+    rec = RecordingHost(LiveHost(root=str(tmp_path)))
+    rec.read("/f")
+    rec.read("/f", max_bytes=3)
+    replay = ReplayHost(rec.write_bundle(str(tmp_path / "b")))
+    assert replay.read("/f").value == b"0123456789"
+    assert replay.read("/f", max_bytes=3).value == b"012"

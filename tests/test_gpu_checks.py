@@ -8,6 +8,7 @@ from dldoctor.facts import gpu as g
 from dldoctor.facts.kmod import Modules, modules
 from dldoctor.facts.nvidia import library_version, nvidia
 from dldoctor.facts.pci import PciBus, PciDevice, pci_devices
+from dldoctor.facts.system import Container, container
 from dldoctor.model import Status
 from dldoctor.policy import Policy
 
@@ -48,9 +49,32 @@ def test_no_permission_is_a_warning_not_a_verdict_on_the_gpus():
 
 def test_driver_sees_fewer_gpus_than_the_bus():
     bus = PciBus(BUS.devices + (PciDevice("0000:29:00.0", "10de", "2330", "030200", "nvidia"),))
-    outcome = checks.gpu_count(Facts.given({nvidia: stack(), pci_devices: bus}), Policy())
+    facts = {nvidia: stack(), pci_devices: bus, container: Container(False, "")}
+    outcome = checks.gpu_count(Facts.given(facts), Policy())
     assert outcome.status == Status.FAIL
     assert "not seen by the driver: 0000:29:00.0" in outcome.details
+    # A GPU given to a VM (vfio-pci) is not the host driver's to see.
+    vm = PciBus(BUS.devices + (PciDevice("0000:29:00.0", "10de", "2330", "030200", "vfio-pci"),))
+    assert checks.gpu_count(Facts.given({**facts, pci_devices: vm}), Policy()).status == Status.PASS
+    # Inside a container the bus shows the host's eight GPUs; the container was given one.
+    inside = {**facts, container: Container(True, "docker")}
+    assert checks.gpu_count(Facts.given(inside), Policy()).status == Status.PASS
+
+
+def test_a_container_without_gpus_is_told_how_to_get_them():
+    none = g.NvidiaStack("nvml", error=g.NO_DRIVER, error_message="LibraryNotFound")
+    facts = {nvidia: none, pci_devices: BUS, container: Container(True, "docker")}
+    outcome = checks.driver_loaded(Facts.given(facts), Policy())
+    assert outcome.status == Status.WARN and "--gpus all" in outcome.remediation
+    bare = {**facts, container: Container(False, "")}
+    assert checks.driver_loaded(Facts.given(bare), Policy()).status == Status.FAIL
+
+
+def test_a_hung_driver_fails_with_its_own_advice():
+    hung = g.NvidiaStack("nvml", error=g.TIMED_OUT, error_message="probe nvml did not answer")
+    facts = {nvidia: hung, pci_devices: BUS, container: Container(False, "")}
+    outcome = checks.driver_loaded(Facts.given(facts), Policy())
+    assert outcome.status == Status.FAIL and "Xid 79" in outcome.remediation
 
 
 def test_idle_consumer_gpu_without_persistence_is_fine():

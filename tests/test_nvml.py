@@ -127,3 +127,23 @@ def test_malformed_probe_data_is_not_fatal():
         "temperature": {"value": "hot"}, "name": "not a dict"}}]})  # fmt: skip
     assert stack.gpus[0].temperature_c is None
     assert any("unexpected value" in n for n in stack.gpus[0].notes)
+
+
+def test_a_hung_nvml_falls_back_to_nvidia_smi(tmp_path):
+    from dldoctor.facts import Facts
+    from dldoctor.facts.nvidia import nvidia
+    from dldoctor.host.replay import ReplayHost
+    from tests.bundlebuilder import BundleBuilder
+    from tests.conftest import FIXTURES
+
+    xml = (FIXTURES / "corpus/nvidia-smi-xml/telegraf-tesla-t4.xml").read_text()
+    b = BundleBuilder(tmp_path / "b").command(["nvidia-smi", "-q", "-x"], xml)
+    (b.root / "nvml.json").write_text('{"status": "timeout", "timeout_s": 60}')
+    stack = Facts(ReplayHost(str(b.root))).get(nvidia)
+    assert stack.usable and stack.source == "nvidia-smi"
+    assert any("did not answer within 60 s" in n for n in stack.notes)
+    # Both hung: that is the finding (a driver that does not answer), not a crash.
+    c = BundleBuilder(tmp_path / "c").command(["nvidia-smi", "-q", "-x"], status="timeout",
+                                              timeout_s=10)  # fmt: skip
+    (c.root / "nvml.json").write_text('{"status": "timeout", "timeout_s": 60}')
+    assert Facts(ReplayHost(str(c.root))).get(nvidia).error == g.TIMED_OUT

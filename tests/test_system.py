@@ -92,6 +92,7 @@ def osrel(id, version, pretty=""):
     (osrel("rhel", "7.9"), Status.WARN),
     (osrel("debian", "11"), Status.WARN),
     (osrel("fedora", "40"), Status.WARN),
+    (sf.OsRelease(id="debian", pretty_name="Debian GNU/Linux trixie/sid"), Status.WARN),
     (sf.OsRelease(), Status.WARN),
 ])  # fmt: skip
 def test_os_release_check(rel, status):
@@ -134,8 +135,14 @@ def test_python_check_judges_both_interpreters():
         return sf.Python(version, "/venv/bin/python", True, "/usr/bin/python3", path_version)
 
     assert run(checks.python_version, {sf.python: py("3.11.7", "3.11.7")}).status == Status.PASS
-    old = run(checks.python_version, {sf.python: py("3.11.7", "3.8.10")})
-    assert old.status == Status.WARN and "3.8.10" in old.summary
+    # RHEL 8's platform python3 is 3.6: a note, as long as the environment's Python is new.
+    platform = run(checks.python_version, {sf.python: py("3.11.7", "3.6.8")})
+    assert platform.status == Status.PASS
+    assert any("older than 3.10" in d for d in platform.details)
+    old = run(checks.python_version, {sf.python: py("3.9.18", "3.11.7")})
+    assert old.status == Status.WARN and "3.9.18" in old.summary
+    # Only PATH's python3 known (a hand-written bundle): that one is judged.
+    assert run(checks.python_version, {sf.python: py("", "3.8.10")}).status == Status.WARN
     assert run(checks.python_version, {sf.python: py("", None)}).status == Status.SKIP
 
 

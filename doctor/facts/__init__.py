@@ -129,6 +129,9 @@ class Facts:
             slot.value = f.compute(FactContext(self, evidence))
         except Exception as exc:  # kept, and raised again to every check that asks
             slot.error = exc
+        except BaseException as exc:  # Ctrl-C and the like: no later asker gets a None
+            slot.error = exc
+            raise
         finally:
             computing.pop()
             slot.duration = time.monotonic() - start

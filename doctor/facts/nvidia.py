@@ -8,6 +8,7 @@ from typing import Any
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts import gpu as g
 from dldoctor.facts.gpu import Gpu, NvidiaStack, normalise_pci_bus_id, reasons_from_mask
+from dldoctor.host.base import ERROR, MISSING, NOT_INSTALLED, TIMEOUT
 
 # NVML init error codes (nvidia-ml-py's NVML_ERROR_*) -> why there are no GPU facts.
 INIT_ERRORS = {
@@ -148,7 +149,15 @@ def _gpu_from_probe(index: int, fields: dict[str, Any]) -> Gpu:
 
 
 def parse_nvml_probe(data: Any) -> NvidiaStack:
-    """nvml.json's value -> NvidiaStack. Never raises: odd data becomes notes."""
+    """nvml.json's value -> NvidiaStack. Never raises: odd data becomes notes or an error."""
+    try:
+        return _parse_nvml_probe(data)
+    except Exception as exc:  # noqa: BLE001 - a hand-edited nvml.json must not crash checks
+        message = f"NVML probe answer is malformed ({type(exc).__name__}: {exc})"
+        return NvidiaStack("nvml", error=g.UNKNOWN, error_message=message)
+
+
+def _parse_nvml_probe(data: Any) -> NvidiaStack:
     if not isinstance(data, dict) or not isinstance(data.get("init"), dict):
         return NvidiaStack("nvml", error=g.UNKNOWN, error_message="NVML probe answer is malformed")
     init = data["init"]
@@ -188,9 +197,11 @@ def _from_nvidia_smi(ctx: FactContext, why: str) -> NvidiaStack | None:
     """The second source. None when nvidia-smi is not there either."""
     from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
 
-    answer = ctx.host.run(["nvidia-smi", "-q", "-x"]).require()
-    if answer.status in ("not_installed", "missing"):
+    answer = ctx.host.run(["nvidia-smi", "-q", "-x"])
+    if answer.status in (NOT_INSTALLED, MISSING):
         return None
+    if answer.status == TIMEOUT:  # a hung driver: that is the finding, not a failed probe
+        return NvidiaStack("nvidia-smi", error=g.TIMED_OUT, error_message=answer.describe())
     if not answer.ok:
         return NvidiaStack("nvidia-smi", error=g.UNKNOWN, error_message=answer.describe())
     result = answer.value
@@ -205,16 +216,23 @@ def _from_nvidia_smi(ctx: FactContext, why: str) -> NvidiaStack | None:
 
 @fact("gpu.nvidia")
 def nvidia(ctx: FactContext) -> NvidiaStack:
-    probe = ctx.host.probe("nvml").require()
+    probe = ctx.host.probe("nvml")
+    stack: NvidiaStack | None = None
     if probe.ok:
         stack = parse_nvml_probe(probe.value)
         # nvidia-smi links the same library: it can only help when NVML's Python side or
-        # library lookup is what failed.
+        # its library lookup is what failed, or NVML did not answer in time.
         if stack.error not in (g.NO_DRIVER, g.UNKNOWN):
             return stack
         why = stack.error_message
-    else:
-        stack, why = None, f"pynvml {probe.status}" + (f": {probe.error}" if probe.error else "")
+    elif probe.status == TIMEOUT:
+        why = probe.describe()
+        stack = NvidiaStack("nvml", error=g.TIMED_OUT, error_message=why)
+    elif probe.status == ERROR:
+        why = probe.describe()
+        stack = NvidiaStack("nvml", error=g.UNKNOWN, error_message=why)
+    else:  # pynvml not installed, or no nvml.json in a bundle
+        why = f"pynvml {probe.status}" + (f": {probe.error}" if probe.error else "")
     fallback = _from_nvidia_smi(ctx, why)
     if fallback is not None and (fallback.usable or stack is None):
         return fallback

@@ -74,12 +74,14 @@ class LiveHost(Host):
         *,
         command_timeout: float = 10.0,
         fs_timeout: float = 5.0,
+        probe_timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         probes: Mapping[str, Callable[[], Any]] | None = None,
     ):
         self.root = os.path.abspath(root)
         self.command_timeout = command_timeout
         self.fs_timeout = fs_timeout
+        self.probe_timeout = command_timeout if probe_timeout is None else probe_timeout
         base = dict(os.environ if env is None else env)
         # Parsers expect the C locale's wording and number format.
         base.update(LC_ALL="C", LANG="C")
@@ -144,13 +146,18 @@ class LiveHost(Host):
         fn = self.probes.get(name)
         if fn is None:
             return Answer(PROBE, name, ERROR, error=f"no probe named {name!r}")
-        return self._timed(PROBE, name, fn, self.command_timeout)
+        return self._timed(PROBE, name, fn, self.probe_timeout)
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
         key = command_key(argv)
         limit = self.command_timeout if timeout is None else timeout
-        exe = shutil.which(argv[0], path=self.env.get("PATH", os.defpath))
-        if exe is None:
+        # The PATH walk stats every entry: a hung NFS folder on PATH must not hang us.
+        search = self.env.get("PATH", os.defpath)
+        found, exe = call_with_timeout(lambda: shutil.which(argv[0], path=search), limit)
+        if not found:
+            return Answer(RUN, key, TIMEOUT, error="looking up the command on PATH",
+                          timeout_s=limit)  # fmt: skip
+        if exe is None or isinstance(exe, BaseException):
             return Answer(RUN, key, NOT_INSTALLED, error=f"{argv[0]}: not found on PATH")
         start = time.monotonic()
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from dldoctor.host.base import DEFAULT_MAX_BYTES, Answer, Host
+from dldoctor.host.base import DEFAULT_MAX_BYTES, READ, Answer, Host
 
 
 class ObservingHost(Host):
@@ -56,8 +56,20 @@ class RecordingHost(ObservingHost):
         return f"{self.inner.describe()}, recording"
 
     def seen(self, answer: Answer, argv: Sequence[str] | None) -> None:
+        key = (answer.op, answer.key)
         with self._lock:
-            self._answers[(answer.op, answer.key)] = (answer, argv)
+            old = self._answers.get(key)
+            # Two reads of one file with different size limits: keep the fuller one, so
+            # that a replay can answer both.
+            if (
+                answer.op == READ
+                and old
+                and old[0].ok
+                and answer.ok
+                and len(old[0].value) > len(answer.value)
+            ):
+                return
+            self._answers[key] = (answer, argv)
 
     @property
     def answers(self) -> list[tuple[Answer, Sequence[str] | None]]:

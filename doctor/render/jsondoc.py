@@ -11,5 +11,6 @@ from dldoctor.model import Report
 
 def render_json(report: Report, *, stream: TextIO | None = None) -> None:
     stream = stream or sys.stdout
-    json.dump(report.to_dict(), stream, indent=2, ensure_ascii=False)
+    # ASCII escapes: the document stays valid JSON whatever encoding stdout has.
+    json.dump(report.to_dict(), stream, indent=2, ensure_ascii=True)
     stream.write("\n")

@@ -35,8 +35,11 @@ def render_text(
     from rich.markup import escape
 
     stream = stream or sys.stdout
-    console = _console(stream, color)
     unicode = (getattr(stream, "encoding", "") or "").lower().replace("-", "") == "utf8"
+    if not unicode and hasattr(stream, "reconfigure"):
+        # A latin-1 or ASCII terminal: "≥" in a summary must not end the run.
+        stream.reconfigure(errors="replace")
+    console = _console(stream, color)
     host = report.host
     head = " · ".join(
         str(v) for v in (host.get("hostname"), host.get("os"), host.get("source")) if v
