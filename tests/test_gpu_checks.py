@@ -101,3 +101,18 @@ def test_precision_from_compute_capability():
     assert checks.precisions("8.6") == ["FP16", "BF16", "TF32"]
     assert checks.precisions("9.0") == ["FP16", "BF16", "TF32", "FP8"]
     assert checks.precisions("6.1") == []
+
+
+def test_one_unreadable_pci_device_does_not_hide_the_bus(tmp_path):
+    from dldoctor.host.replay import ReplayHost
+    from tests.bundlebuilder import BundleBuilder
+    from tests.hostgen import pci_device
+
+    b = BundleBuilder(tmp_path / "b")
+    pci_device(b, "0000:18:00.0", "10de", "2330", "030200", "nvidia", 0)
+    pci_device(b, "0000:29:00.0", "10de", "2330", "030200", "nvidia", 0)
+    b.answer("read", "/sys/bus/pci/devices/0000:29:00.0/class", status="error",
+             error="Input/output error")  # fmt: skip
+    bus = Facts(ReplayHost(str(b.root))).get(pci_devices)
+    assert [d.address for d in bus.devices] == ["0000:18:00.0"]
+    assert "Input/output error" in bus.notes[0]

@@ -71,17 +71,21 @@ def pci_devices(ctx: FactContext) -> PciBus:
     devices, notes = [], []
     for address in listing.value:
         base = f"{DEVICES}/{address}"
-        vendor = _hex(host.read(f"{base}/vendor", max_bytes=64).require().text)
-        klass = _hex(host.read(f"{base}/class", max_bytes=64).require().text)
-        if not vendor or not klass:
-            notes.append(f"{address}: no vendor or class")
+        # One device's unreadable attribute (EIO from a dead card) is a note about that
+        # device, never the loss of the whole bus.
+        vendor = host.read(f"{base}/vendor", max_bytes=64)
+        klass = host.read(f"{base}/class", max_bytes=64)
+        if not vendor.ok or not klass.ok:
+            bad = vendor if not vendor.ok else klass
+            notes.append(f"{address}: {bad.describe()}")
             continue
+        vendor_id, class_code = _hex(vendor.text), _hex(klass.text)
         driver, numa = "", None
         # Only the devices dldoctor reasons about get the extra reads.
-        if vendor in (NVIDIA, AMD) and (klass.startswith("03") or klass.startswith("0680")):
-            link = host.readlink(f"{base}/driver").require()
+        if vendor_id in (NVIDIA, AMD) and class_code.startswith(("03", "0680")):
+            link = host.readlink(f"{base}/driver")
             driver = posixpath.basename(link.value.rstrip("/")) if link.ok else ""
-            numa = _int(host.read(f"{base}/numa_node", max_bytes=64).require().text or "-1")
-        device = _hex(host.read(f"{base}/device", max_bytes=64).require().text)
-        devices.append(PciDevice(address, vendor, device, klass, driver, numa))
+            numa = _int(host.read(f"{base}/numa_node", max_bytes=64).text or "-1")
+        device = _hex(host.read(f"{base}/device", max_bytes=64).text)
+        devices.append(PciDevice(address, vendor_id, device, class_code, driver, numa))
     return PciBus(tuple(devices), True, tuple(notes))
