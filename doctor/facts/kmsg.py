@@ -1,4 +1,7 @@
-"""NVIDIA Xid events from the kernel log (the journal of the current boot, else dmesg).
+"""The kernel log (the journal of the current boot, else dmesg) and its NVIDIA Xid events.
+
+`kernel.log` reads the log once and keeps only the lines some fact parses (see
+`KEPT_MARKERS`); `kernel.xid` and `pcie.bandwidth_limits` (facts/pcie.py) parse from it.
 
 The NVIDIA driver reports GPU faults as `NVRM: Xid (PCI:0000:3b:00): 79, pid=..., ...`
 lines. Whether an Xid is the application's fault or the GPU's decides what to do, which
@@ -392,17 +395,36 @@ def _fallen_end(lines: list[_Line], start: int) -> int | None:
     return None
 
 
-# --- the fact -------------------------------------------------------------------------
+# --- the facts ------------------------------------------------------------------------
 
 JOURNAL_ARGV = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso-precise")
 DMESG_ARGV = ("dmesg",)
 DATE_ARGV = ("date", "+%s")
 
+# A kernel log can be large; only the lines some fact parses are kept: the NVIDIA driver's
+# (Xid events), the PCI core's "available PCIe bandwidth, limited by ..." and AER reports.
+KEPT_MARKERS = (b"NVRM", b"PCIe bandwidth", b"AER:")
 
-def nvrm_lines(data: bytes) -> str:
-    """Only the lines that mention NVRM: a kernel log can be large."""
-    keep = [line for line in data.split(b"\n") if b"NVRM" in line]
+
+def kept_lines(data: bytes) -> str:
+    """The lines of a kernel log that mention one of `KEPT_MARKERS`."""
+    keep = [line for line in data.split(b"\n") if any(m in line for m in KEPT_MARKERS)]
     return b"\n".join(keep).decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class KernelLogText:
+    """The kernel log of the current boot, cut to `KEPT_MARKERS` lines, as read once."""
+
+    source: str  # the command line read; "" when none could be
+    text: str  # the kept lines, in log order
+    readable: bool
+    # "Now" on the host's clock, for the ages of stamped lines: wall-clock seconds when the
+    # journal was read, the uptime when dmesg was (its stamps are monotonic). None when
+    # there was nothing to date or the host could not say.
+    now_epoch: float | None = None
+    now_monotonic: float | None = None
+    notes: tuple[str, ...] = ()
 
 
 def _first_line(data: bytes) -> str:
@@ -434,13 +456,14 @@ def _cut_note(answer: Answer) -> list[str]:
     return []
 
 
-@fact("kernel.xid")
-def xid_events(ctx: FactContext) -> KernelLog:
-    """Xid events of the current boot: the journal's kernel messages, else dmesg.
+@fact("kernel.log")
+def kernel_log(ctx: FactContext) -> KernelLogText:
+    """The kernel messages of the current boot: the journal's, else dmesg's.
 
-    The journal keeps the whole boot; the dmesg ring buffer only its latest part. Ages
-    use the host's own clock (`date +%s`) or uptime (/proc/uptime), read through the
-    Host like everything else, so a replayed bundle gives the same ages.
+    The journal keeps the whole boot; the dmesg ring buffer only its latest part. "Now"
+    comes from the host's own clock (`date +%s`) or uptime (/proc/uptime), read through
+    the Host like everything else, so a replayed bundle gives the same ages; it is only
+    asked for when some line was kept.
     """
     notes: list[str] = []
     journal = ctx.host.run(list(JOURNAL_ARGV)).require()
@@ -450,14 +473,14 @@ def xid_events(ctx: FactContext) -> KernelLog:
         hint = _first_line(journal.value.stderr)
         why += f" ({hint})" if hint else ""
     if not why:
-        text = nvrm_lines(journal.value.stdout)
+        text = kept_lines(journal.value.stdout)
         now_epoch = None
         if text:
             now_epoch, clock_note = _now_epoch(ctx)
             notes += clock_note
-        events, parse_notes = parse_kernel_log(text, now_epoch=now_epoch)
-        notes += _cut_note(journal) + parse_notes
-        return KernelLog(command_key(JOURNAL_ARGV), tuple(events), True, tuple(notes))
+        notes += _cut_note(journal)
+        source = command_key(JOURNAL_ARGV)
+        return KernelLogText(source, text, True, now_epoch=now_epoch, notes=tuple(notes))
 
     notes.append(f"journal not used: {why}")
     dmesg = ctx.host.run(list(DMESG_ARGV)).require()
@@ -466,17 +489,29 @@ def xid_events(ctx: FactContext) -> KernelLog:
         if dmesg.ok and b"not permitted" in dmesg.value.stderr.lower():
             why += " (kernel.dmesg_restrict=1: run as root or with CAP_SYSLOG)"
         notes.append(f"dmesg not read: {why}")
-        return KernelLog("", (), False, tuple(notes))
+        return KernelLogText("", "", False, notes=tuple(notes))
     if not dmesg.value.stdout.strip():
         notes.append("dmesg printed nothing (the ring buffer may have been cleared)")
-    text = nvrm_lines(dmesg.value.stdout)
+    text = kept_lines(dmesg.value.stdout)
     now_monotonic = None
     if text:
         now_monotonic, uptime_note = _now_monotonic(ctx)
         notes += uptime_note
-    events, parse_notes = parse_kernel_log(text, now_monotonic=now_monotonic)
-    notes += _cut_note(dmesg) + parse_notes
-    return KernelLog(command_key(DMESG_ARGV), tuple(events), True, tuple(notes))
+    notes += _cut_note(dmesg)
+    source = command_key(DMESG_ARGV)
+    return KernelLogText(source, text, True, now_monotonic=now_monotonic, notes=tuple(notes))
+
+
+@fact("kernel.xid")
+def xid_events(ctx: FactContext) -> KernelLog:
+    """Xid events of the current boot, with their ages, from `kernel.log`."""
+    log = ctx.get(kernel_log)
+    if not log.readable:
+        return KernelLog("", (), False, log.notes)
+    events, parse_notes = parse_kernel_log(
+        log.text, now_monotonic=log.now_monotonic, now_epoch=log.now_epoch
+    )
+    return KernelLog(log.source, tuple(events), True, log.notes + tuple(parse_notes))
 
 
 def _now_epoch(ctx: FactContext) -> tuple[float | None, list[str]]:
