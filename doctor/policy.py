@@ -50,6 +50,20 @@ class KernelPolicy:
 @dataclass(frozen=True)
 class MemoryPolicy:
     min_total_gib: float = 0.0  # 0: any RAM present passes
+    gpu_ratio: float = 1.5  # the guide: RAM >= 1.5 x total GPU memory
+    min_devshm_gib: float = 1.0  # Docker's 64 MiB default breaks DataLoader workers and NCCL
+
+
+@dataclass(frozen=True)
+class CpuPolicy:
+    min_cores: int = 0  # 0: any; a site pins its fleet's (physical cores, all sockets)
+    model: str = ""  # "": any; else a substring the CPU model must contain
+    governor: str = "performance"
+
+
+@dataclass(frozen=True)
+class LimitsPolicy:
+    min_nofile: int = 65536  # DataLoader workers sharing tensors through file descriptors
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,8 @@ class Policy:
     python: PythonPolicy = field(default_factory=PythonPolicy)
     libc: LibcPolicy = field(default_factory=LibcPolicy)
     gpu: GpuPolicy = field(default_factory=GpuPolicy)
+    cpu: CpuPolicy = field(default_factory=CpuPolicy)
+    limits: LimitsPolicy = field(default_factory=LimitsPolicy)
     timeouts: Timeouts = field(default_factory=Timeouts)
 
 

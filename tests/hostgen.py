@@ -15,6 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from dldoctor.facts.limits import SYSTEMD_DEFAULTS_ARGV, SYSTEMD_UNITS_ARGV
 from dldoctor.nvml_probe import collect
 from tests.bundlebuilder import BundleBuilder
 from tests.fake_pynvml import Err, FakeNvml, PciInfo, h100
@@ -59,24 +60,62 @@ def base_host(b: BundleBuilder, hostname: str, ram_gib: int) -> None:
     b.file("/proc/cmdline", "BOOT_IMAGE=/vmlinuz-5.15.0-105-generic root=/dev/nvme0n1p2 ro\n")
     b.command(["python3", "--version"], "Python 3.10.12\n")
     b.command(["getconf", "GNU_LIBC_VERSION"], "glibc 2.35\n")
-    b.probe("python", {
-        "executable": "/opt/venv/bin/python3", "version": "3.10.12", "implementation": "CPython",
-        "prefix": "/opt/venv", "base_prefix": "/usr", "in_venv": True,
-        "path_python3": "/usr/bin/python3",
-        "sys_path": ["/usr/lib/python3.10", "/opt/venv/lib/python3.10/site-packages"],
-        "site_packages": ["/opt/venv/lib/python3.10/site-packages"],
-    })  # fmt: skip
+    b.probe(
+        "python",
+        {
+            "executable": "/opt/venv/bin/python3",
+            "version": "3.10.12",
+            "implementation": "CPython",
+            "prefix": "/opt/venv",
+            "base_prefix": "/usr",
+            "in_venv": True,
+            "path_python3": "/usr/bin/python3",
+            "sys_path": ["/usr/lib/python3.10", "/opt/venv/lib/python3.10/site-packages"],
+            "site_packages": ["/opt/venv/lib/python3.10/site-packages"],
+        },
+    )
     # A host bridge, so the PCI bus is never NVIDIA-only.
     pci_device(b, "0000:00:00.0", "8086", "09a2", "060000", "", 0)
 
 
-def pci_device(b: BundleBuilder, address: str, vendor: str, device: str, klass: str,
-               driver: str, numa: int) -> None:  # fmt: skip
-    base = f"/sys/bus/pci/devices/{address}"
+def pci_device(
+    b: BundleBuilder,
+    address: str,
+    vendor: str,
+    device: str,
+    klass: str,
+    driver: str,
+    numa: int,
+    *,
+    chain: tuple[str, ...] = (),
+    link: tuple[float, int, float, int] | None = None,
+    cpulist: str = "",
+    aer: tuple[int, int, int] | None = None,
+) -> None:
+    """A PCI device as sysfs has it: its folder under /sys/devices/pciDDDD:BB/<ports...>/
+    and the /sys/bus/pci/devices link to it. `chain`: the ports above it, nearest first;
+    `link`: (current GT/s, current width, max GT/s, max width)."""
+    top = chain[-1] if chain else address
+    real = "/".join(["devices", f"pci{top[:7]}", *reversed(chain), address])
+    base = f"/sys/{real}"
     b.file(f"{base}/vendor", f"0x{vendor}\n").file(f"{base}/device", f"0x{device}\n")
     b.file(f"{base}/class", f"0x{klass}\n").file(f"{base}/numa_node", f"{numa}\n")
+    if cpulist:
+        b.file(f"{base}/local_cpulist", cpulist + "\n")
+    if link:
+        cur_gts, cur_w, max_gts, max_w = link
+        b.file(f"{base}/current_link_speed", f"{cur_gts:g} GT/s PCIe\n")
+        b.file(f"{base}/current_link_width", f"{cur_w}\n")
+        b.file(f"{base}/max_link_speed", f"{max_gts:g} GT/s PCIe\n")
+        b.file(f"{base}/max_link_width", f"{max_w}\n")
+    if aer:
+        for name, total, kind in zip(
+            ("correctable", "nonfatal", "fatal"), aer, ("COR", "NONFATAL", "FATAL"), strict=True
+        ):
+            b.file(f"{base}/aer_dev_{name}", f"RxErr 0\nTOTAL_ERR_{kind} {total}\n")
     if driver:
         b.link(f"{base}/driver", f"../../../bus/pci/drivers/{driver}")
+    b.link(f"/sys/bus/pci/devices/{address}", f"../../../{real}")
 
 
 def nvml(b: BundleBuilder, fake: FakeNvml) -> None:
@@ -110,16 +149,23 @@ FIXTURE_CUDA = Path(__file__).parent / "fixtures" / "cuda"
 
 def dist_info(b: BundleBuilder, name: str, version: str, requires: list[str] = ()) -> None:
     folder = f"{SITE}/{name.replace('-', '_')}-{version}.dist-info"
-    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
-             *(f"Requires-Dist: {r}" for r in requires)]  # fmt: skip
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {name}",
+        f"Version: {version}",
+        *(f"Requires-Dist: {r}" for r in requires),
+    ]
     b.file(f"{folder}/METADATA", "\n".join(lines) + "\n")
 
 
 def torch_cu121(b: BundleBuilder) -> None:
     """PyTorch 2.4.0+cu121 as pip installs it: its version.py and the CUDA wheels it pins."""
     b.file(f"{SITE}/torch/version.py", (FIXTURE_CUDA / "torch-2.4.0+cu121-version.py").read_text())
-    pins = {"nvidia-cuda-runtime-cu12": "12.1.105", "nvidia-cudnn-cu12": "9.1.0.70",
-            "nvidia-nccl-cu12": "2.20.5"}  # fmt: skip
+    pins = {
+        "nvidia-cuda-runtime-cu12": "12.1.105",
+        "nvidia-cudnn-cu12": "9.1.0.70",
+        "nvidia-nccl-cu12": "2.20.5",
+    }
     dist_info(
         b,
         "torch",
@@ -132,14 +178,18 @@ def torch_cu121(b: BundleBuilder) -> None:
 
 def cuda_toolkit(b: BundleBuilder, version: str) -> None:
     short = ".".join(version.split(".")[:2])
-    b.file(f"/usr/local/cuda-{short}/version.json",
-           json.dumps({"cuda": {"name": "CUDA SDK", "version": version}}, indent=3) + "\n")  # fmt: skip
+    b.file(
+        f"/usr/local/cuda-{short}/version.json",
+        json.dumps({"cuda": {"name": "CUDA SDK", "version": version}}, indent=3) + "\n",
+    )
     b.link("/usr/local/cuda", f"cuda-{short}")
 
 
 def journal(b: BundleBuilder, lines: list[str], now: int) -> None:
-    b.command(["journalctl", "-k", "-b", "--no-pager", "-o", "short-iso-precise"],
-              "".join(line + "\n" for line in lines))  # fmt: skip
+    b.command(
+        ["journalctl", "-k", "-b", "--no-pager", "-o", "short-iso-precise"],
+        "".join(line + "\n" for line in lines),
+    )
     b.command(["date", "+%s"], f"{now}\n")
 
 
@@ -150,19 +200,300 @@ QUIET_JOURNAL = [
 NOW = 1796025600  # 2026-11-30T08:00:00Z, the moment the fixture logs were "read"
 
 
-def hgx_h100x8_healthy(b: BundleBuilder) -> None:
-    """An HGX H100 server: 8 GPUs, 4 NVSwitches, Fabric Manager running, R550 driver."""
-    base_host(b, "hgx-h100-01", 2048)
+# --- a two-socket 8-GPU server, with the topology knobs the [3/9] scenarios turn --------
+
+GEN5, GEN4, IDLE = 32.0, 16.0, 2.5
+CORES_PER_SOCKET = 16  # invented and small, so the fixture stays readable
+
+
+def cpuinfo(sockets: int, cores: int, model: str) -> str:
+    """/proc/cpuinfo with the fields the parser reads, SMT on (two threads per core)."""
+    blocks, n = [], 0
+    for _thread in range(2):
+        for socket in range(sockets):
+            for core in range(cores):
+                blocks.append(
+                    f"processor\t: {n}\nvendor_id\t: GenuineIntel\nmodel name\t: {model}\n"
+                    f"physical id\t: {socket}\nsiblings\t: {cores * 2}\ncore id\t\t: {core}\n"
+                    f"cpu cores\t: {cores}\nflags\t\t: fpu sse2 avx2 avx512f amx_tile\n"
+                )
+                n += 1
+    return "\n".join(blocks)
+
+
+def node_cpulist(node: int) -> str:
+    lo, hi = node * CORES_PER_SOCKET, (node + 1) * CORES_PER_SOCKET - 1
+    total = 2 * CORES_PER_SOCKET
+    return f"{lo}-{hi},{lo + total}-{hi + total}"
+
+
+def platform(
+    b: BundleBuilder, ram_gib: int, memlock: int | None, shm_bytes: int, in_container: bool = False
+) -> None:
+    """CPU, NUMA, limits, /dev/shm, THP, IOMMU of a two-socket Sapphire Rapids server."""
+    b.file("/proc/cpuinfo", cpuinfo(2, CORES_PER_SOCKET, "Intel(R) Xeon(R) Platinum 8480+"))
+    for node in range(2):
+        base = f"/sys/devices/system/node/node{node}"
+        b.file(f"{base}/cpulist", node_cpulist(node) + "\n")
+        kb = ram_gib * 1024 * 1024 // 2
+        b.file(
+            f"{base}/meminfo",
+            f"Node {node} MemTotal:       {kb} kB\nNode {node} MemFree: {kb // 2} kB\n",
+        )
+    b.file("/proc/sys/kernel/numa_balancing", "0\n")
+    b.command(["numactl", "--show"], "policy: default\npreferred node: current\n")
+    for cpu in range(4 * CORES_PER_SOCKET):
+        b.file(f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor", "performance\n")
+    b.file("/sys/devices/system/cpu/cpu0/cpufreq/scaling_driver", "intel_pstate\n")
+    b.file("/sys/devices/system/cpu/smt/control", "on\n")
+    lock = "unlimited" if memlock is None else str(memlock)
+    # /proc/self/limits as the kernel prints it (fs/proc/base.c), trimmed to three rows.
+    b.file(
+        "/proc/self/limits",
+        "Limit                     Soft Limit           Hard Limit           Units     \n"
+        "Max open files            1048576              1048576              files     \n"
+        f"Max locked memory         {lock:<20} {lock:<20} bytes     \n"
+        "Max processes             4126935              4126935              processes \n",
+    )
+    if memlock is None:
+        b.file(
+            "/etc/security/limits.d/90-rdma.conf",
+            "* soft memlock unlimited\n* hard memlock unlimited\n",
+        )
+    else:
+        b.file("/etc/security/limits.conf", f"# site default\n* hard memlock {memlock // 1024}\n")
+    b.command(
+        list(SYSTEMD_DEFAULTS_ARGV), "DefaultLimitMEMLOCK=8388608\nDefaultLimitNOFILE=524288\n"
+    )
+    b.command(
+        list(SYSTEMD_UNITS_ARGV),
+        "Id=slurmd.service\nLoadState=loaded\nLimitMEMLOCK=infinity\nLimitNOFILE=131072\n\n"
+        "Id=docker.service\nLoadState=not-found\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n\n"
+        "Id=containerd.service\nLoadState=not-found\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n\n"
+        "Id=kubelet.service\nLoadState=not-found\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n",
+    )
+    blocks = shm_bytes // 4096
+    b.answer(
+        "statvfs",
+        "/dev/shm",
+        status="ok",
+        value={
+            "f_bsize": 4096,
+            "f_frsize": 4096,
+            "f_blocks": blocks,
+            "f_bfree": blocks,
+            "f_bavail": blocks,
+            "f_files": 1 << 20,
+            "f_ffree": 1 << 20,
+            "f_favail": 1 << 20,
+            "f_flag": 4102,
+            "f_namemax": 255,
+        },
+    )
+    root = (
+        "512 498 0:52 / / rw,relatime - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/A\n"
+        if in_container
+        else "22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw\n"
+    )
+    b.file(
+        "/proc/self/mountinfo",
+        root + "30 22 0:27 / /dev/shm rw,nosuid,nodev shared:4 - tmpfs tmpfs rw,size=X\n",
+    )
+    b.file("/sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n")
+    b.file(
+        "/sys/kernel/mm/transparent_hugepage/defrag", "always defer defer+madvise [madvise] never\n"
+    )
+    b.file("/sys/class/iommu/dmar0/.keep", "")
+    b.file("/sys/kernel/iommu_groups/0/type", "identity\n")
+    b.file(
+        "/proc/cmdline", "BOOT_IMAGE=/vmlinuz-5.15.0-105-generic root=/dev/nvme0n1p2 ro iommu=pt\n"
+    )
+
+
+def lspci_block(address: str, what: str, redirect: bool) -> str:
+    """One device of `lspci -vvv -D` with its ACS capability (other capabilities left out)."""
+    flag = "+" if redirect else "-"
+    return (
+        f"{address} {what}\n"
+        "\tCapabilities: [160 v1] Access Control Services\n"
+        "\t\tACSCap:\tSrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl+ DirectTrans+\n"
+        f"\t\tACSCtl:\tSrcValid{flag} TransBlk- ReqRedir{flag} CmpltRedir{flag} UpstreamFwd{flag} "
+        "EgressCtrl- DirectTrans-\n\n"
+    )
+
+
+def gpu_server(
+    b: BundleBuilder,
+    hostname: str,
+    *,
+    ram_gib: int = 2048,
+    narrow_gpu: int = -1,
+    acs_redirect: bool = False,
+    memlock: int | None = None,
+    shm_bytes: int = 1024 * 2**30,
+) -> None:
+    """An HGX H100 server: 8 GPUs, each behind its own PCIe Gen5 switch, a ConnectX-7 beside
+    GPUs 0 and 4, four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver."""
+    base_host(b, hostname, ram_gib)
+    platform(b, ram_gib, memlock, shm_bytes)
+    lspci, limited = [], []
     for i in range(8):
-        pci_device(b, f"0000:{0x18 + 0x10 * i:02x}:00.0", "10de", "2330", "030200", "nvidia",
-                   0 if i < 4 else 1)  # fmt: skip
+        node = i // 4
+        bus = 0x18 + 0x10 * i
+        root = f"0000:{0x80 * node:02x}:{1 + i % 4:02x}.0"
+        up, down = f"0000:{bus - 2:02x}:00.0", f"0000:{bus - 1:02x}:00.0"
+        gpu = f"0000:{bus:02x}:00.0"
+        pci_device(b, root, "8086", "352a", "060400", "pcieport", node, link=(GEN5, 16, GEN5, 16))
+        pci_device(
+            b,
+            up,
+            "1000",
+            "c030",
+            "060400",
+            "pcieport",
+            node,
+            chain=(root,),
+            link=(GEN5, 16, GEN5, 16),
+        )
+        pci_device(
+            b,
+            down,
+            "1000",
+            "c030",
+            "060400",
+            "pcieport",
+            node,
+            chain=(up, root),
+            link=(GEN5, 16, GEN5, 16),
+        )
+        width = 8 if i == narrow_gpu else 16
+        # Idle H100s sit at 2.5 GT/s until work arrives.
+        pci_device(
+            b,
+            gpu,
+            "10de",
+            "2330",
+            "030200",
+            "nvidia",
+            node,
+            chain=(down, up, root),
+            link=(IDLE, width, GEN5, 16),
+            cpulist=node_cpulist(node),
+            aer=(0, 0, 0),
+        )
+        lspci += [
+            lspci_block(up, "PCI bridge: Broadcom / LSI PEX890xx PCIe Gen 5 Switch", False),
+            lspci_block(
+                down, "PCI bridge: Broadcom / LSI PEX890xx PCIe Gen 5 Switch", acs_redirect
+            ),
+        ]
+        if i == narrow_gpu:
+            limited.append(
+                f"2026-11-29T08:00:05.101000+0000 {hostname} kernel: pci {gpu}: 252.048 Gb/s "
+                f"available PCIe bandwidth, limited by 32.0 GT/s PCIe x8 link at {down} "
+                "(capable of 504.112 Gb/s with 32.0 GT/s PCIe x16 link)"
+            )
+        if i in (0, 4):  # a ConnectX-7 on a second port of the GPU's switch
+            nic_port, nic = f"0000:{bus - 1:02x}:01.0", f"0000:{bus + 1:02x}:00.0"
+            pci_device(
+                b,
+                nic_port,
+                "1000",
+                "c030",
+                "060400",
+                "pcieport",
+                node,
+                chain=(up, root),
+                link=(GEN5, 16, GEN5, 16),
+            )
+            pci_device(
+                b,
+                nic,
+                "15b3",
+                "1021",
+                "020700",
+                "mlx5_core",
+                node,
+                chain=(nic_port, up, root),
+                link=(GEN5, 16, GEN5, 16),
+                cpulist=node_cpulist(node),
+            )
+            lspci.append(
+                lspci_block(
+                    nic_port, "PCI bridge: Broadcom / LSI PEX890xx PCIe Gen 5 Switch", acs_redirect
+                )
+            )
     for i in range(4):
-        pci_device(b, f"0000:{0xC5 + i:02x}:00.0", "10de", "22a3", "068000", "nvidia", 1)
+        pci_device(
+            b,
+            f"0000:{0xC5 + i:02x}:00.0",
+            "10de",
+            "22a3",
+            "068000",
+            "nvidia",
+            1,
+            chain=("0000:80:05.0",),
+        )
+    pci_device(
+        b, "0000:80:05.0", "8086", "352a", "060400", "pcieport", 1, link=(GEN5, 16, GEN5, 16)
+    )
+    b.command(["lspci", "-vvv", "-D"], "".join(lspci))
+    for name in ("mlx5_0", "mlx5_1"):
+        b.file(f"/sys/class/infiniband/{name}/fw_ver", "28.39.1002\n")
+    for name in ("eno1", "ib0", "ib1", "lo"):
+        b.file(f"/sys/class/net/{name}/mtu", "1500\n")
     nvidia_driver(b, "550.54.15", ["nvidia_peermem"])
     nvml(b, FakeNvml([h100(i) for i in range(8)]))
     b.command(["systemctl", "is-active", "nvidia-fabricmanager"], "active\n")
-    journal(b, QUIET_JOURNAL, NOW)
+    journal(b, QUIET_JOURNAL + limited, NOW)
     cuda_toolkit(b, "12.4.1")
+    torch_cu121(b)
+
+
+def hgx_h100x8_healthy(b: BundleBuilder) -> None:
+    gpu_server(b, "hgx-h100-01")
+
+
+def hgx_h100x8_gpu3_x8(b: BundleBuilder) -> None:
+    """GPU 3 trained down to x8: a half-seated card or a bad riser."""
+    gpu_server(b, "hgx-h100-02", narrow_gpu=3)
+
+
+def hgx_h100x8_acs_redirect(b: BundleBuilder) -> None:
+    """ACS redirect left on in the switches above the GPUs and NICs: NCCL hangs."""
+    gpu_server(b, "hgx-h100-03", acs_redirect=True)
+
+
+def hgx_h100x8_ram_512g(b: BundleBuilder) -> None:
+    """512 GiB of RAM for 640 GiB of GPU memory: below the guide's 1.5x."""
+    gpu_server(b, "hgx-h100-04", ram_gib=512)
+
+
+def hgx_h100x8_memlock_64k(b: BundleBuilder) -> None:
+    """An InfiniBand host whose limits.conf caps locked memory at 64 KiB."""
+    gpu_server(b, "hgx-h100-05", memlock=64 * 1024)
+
+
+def docker_h100_devshm_64m(b: BundleBuilder) -> None:
+    """A training container started without --shm-size or --ipc=host: 64 MiB /dev/shm."""
+    base_host(b, "7c1e2b9a4d10", 2048)
+    platform(b, 2048, None, 64 * 2**20, in_container=True)
+    b.file("/.dockerenv", "")
+    b.file("/proc/1/cgroup", "0::/\n")
+    b.file("/proc/self/cgroup", "0::/\n")
+    pci_device(
+        b,
+        "0000:18:00.0",
+        "10de",
+        "2330",
+        "030200",
+        "nvidia",
+        0,
+        link=(IDLE, 16, GEN5, 16),
+        cpulist=node_cpulist(0),
+    )
+    b.file("/proc/modules", proc_modules(["nvidia_uvm", "nvidia"]))
+    nvml(b, FakeNvml([h100(0)]))
     torch_cu121(b)
 
 
@@ -178,10 +509,14 @@ def workstation_rtx4090_nouveau(b: BundleBuilder) -> None:
 
 def a100(index: int, **overrides):
     """An A100 SXM4 80GB (Ampere: row remapping, no page retirement)."""
-    script = h100(index, nvmlDeviceGetName="NVIDIA A100-SXM4-80GB",
-                  nvmlDeviceGetArchitecture=7, nvmlDeviceGetCudaComputeCapability=(8, 0),
-                  nvmlDeviceGetPciInfo=PciInfo(f"00000000:{0x07 + 0x10 * index:02X}:00.0"),
-                  nvmlDeviceGetNvLinkState=lambda link: 1 if link < 12 else Err(2))  # fmt: skip
+    script = h100(
+        index,
+        nvmlDeviceGetName="NVIDIA A100-SXM4-80GB",
+        nvmlDeviceGetArchitecture=7,
+        nvmlDeviceGetCudaComputeCapability=(8, 0),
+        nvmlDeviceGetPciInfo=PciInfo(f"00000000:{0x07 + 0x10 * index:02X}:00.0"),
+        nvmlDeviceGetNvLinkState=lambda link: 1 if link < 12 else Err(2),
+    )
     script.update(overrides)
     return script
 
@@ -191,10 +526,19 @@ def a100_driver470_torch_cu121(b: BundleBuilder) -> None:
     base_host(b, "train-a100-02", 512)
     pci_device(b, "0000:07:00.0", "10de", "20b2", "030200", "nvidia", 0)
     nvidia_driver(b, "470.82.01")
-    fake = FakeNvml([a100(0, nvmlDeviceGetTemperatureV=Err(13), nvmlDeviceGetTemperature=31,
-                          nvmlDeviceGetCurrentClocksEventReasons=Err(13),
-                          nvmlDeviceGetCurrentClocksThrottleReasons=0x1)],
-                    driver="470.82.01", cuda=11040)  # fmt: skip
+    fake = FakeNvml(
+        [
+            a100(
+                0,
+                nvmlDeviceGetTemperatureV=Err(13),
+                nvmlDeviceGetTemperature=31,
+                nvmlDeviceGetCurrentClocksEventReasons=Err(13),
+                nvmlDeviceGetCurrentClocksThrottleReasons=0x1,
+            )
+        ],
+        driver="470.82.01",
+        cuda=11040,
+    )
     nvml(b, fake)
     journal(b, QUIET_JOURNAL, NOW)
     torch_cu121(b)
@@ -204,8 +548,15 @@ def a100x8_remap_pending_xid79(b: BundleBuilder) -> None:
     """An 8x A100 node after a bad night: GPU 3 has a row remap pending, GPU 5 fell off."""
     base_host(b, "dgx-a100-11", 2048)
     for i in range(8):
-        pci_device(b, f"0000:{0x07 + 0x10 * i:02x}:00.0", "10de", "20b2", "030200", "nvidia",
-                   0 if i < 4 else 1)  # fmt: skip
+        pci_device(
+            b,
+            f"0000:{0x07 + 0x10 * i:02x}:00.0",
+            "10de",
+            "20b2",
+            "030200",
+            "nvidia",
+            0 if i < 4 else 1,
+        )
     for i in range(6):
         pci_device(b, f"0000:{0xC4 + i:02x}:00.0", "10de", "1af1", "068000", "nvidia", 1)
     nvidia_driver(b, "535.154.05", ["nvidia_peermem"])
@@ -215,20 +566,29 @@ def a100x8_remap_pending_xid79(b: BundleBuilder) -> None:
     nvml(b, FakeNvml(gpus, driver="535.154.05", cuda=12020, lost=(5,)))
     b.command(["systemctl", "is-active", "nvidia-fabricmanager"], "active\n")
     # journalctl -o short-iso-precise lines, as the R535 driver writes them.
-    journal(b, [
-        *QUIET_JOURNAL,
-        "2026-11-30T05:41:17.120331+0000 dgx-a100-11 kernel: NVRM: Xid (PCI:0000:37:00): 64, "
-        "pid=20355, name=python, Row Remapper Error: (0x00000005ad3e0fc0) - All reserved rows "
-        "for bank are remapped",
-        "2026-11-30T06:02:44.871203+0000 dgx-a100-11 kernel: NVRM: Xid (PCI:0000:57:00): 79, "
-        "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
-        "2026-11-30T06:02:44.871260+0000 dgx-a100-11 kernel: NVRM: GPU 0000:57:00.0: GPU has "
-        "fallen off the bus.",
-    ], NOW)  # fmt: skip
+    journal(
+        b,
+        [
+            *QUIET_JOURNAL,
+            "2026-11-30T05:41:17.120331+0000 dgx-a100-11 kernel: NVRM: Xid (PCI:0000:37:00): 64, "
+            "pid=20355, name=python, Row Remapper Error: (0x00000005ad3e0fc0) - All reserved rows "
+            "for bank are remapped",
+            "2026-11-30T06:02:44.871203+0000 dgx-a100-11 kernel: NVRM: Xid (PCI:0000:57:00): 79, "
+            "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+            "2026-11-30T06:02:44.871260+0000 dgx-a100-11 kernel: NVRM: GPU 0000:57:00.0: GPU has "
+            "fallen off the bus.",
+        ],
+        NOW,
+    )
 
 
 SCENARIOS = {
     "hgx-h100x8-healthy": hgx_h100x8_healthy,
+    "hgx-h100x8-gpu3-x8": hgx_h100x8_gpu3_x8,
+    "hgx-h100x8-acs-redirect": hgx_h100x8_acs_redirect,
+    "hgx-h100x8-ram-512g": hgx_h100x8_ram_512g,
+    "hgx-h100x8-memlock-64k": hgx_h100x8_memlock_64k,
+    "docker-h100-devshm-64m": docker_h100_devshm_64m,
     "workstation-rtx4090-nouveau": workstation_rtx4090_nouveau,
     "a100-driver470-torch-cu121": a100_driver470_torch_cu121,
     "a100x8-remap-pending-xid79": a100x8_remap_pending_xid79,

@@ -300,6 +300,10 @@ def test_iommu_sysfs_folders_absent(tmp_path):
     got = facts_of(b).get(acs.iommu)
     assert (got.enabled, got.mode, got.groups) == (False, "off", 0)
     assert got.cmdline == ("intel_iommu=off",)
+    # Absent folders without a command line that says "off": unknown, not "off" (a kernel
+    # without IOMMU support, or a bundle that did not record them).
+    c = BundleBuilder(tmp_path / "c").file("/proc/cmdline", "ro quiet\n")
+    assert facts_of(c).get(acs.iommu).enabled is None
 
 
 def test_iommu_unreadable_sysfs_is_unknown(tmp_path):

@@ -339,6 +339,11 @@ def iommu(ctx: FactContext) -> Iommu:
         notes.append(groups_answer.describe())
 
     readable = units_answer.status in ("ok", MISSING) or groups_answer.ok
+    if units_answer.status == groups_answer.status == MISSING and hinted != "off":
+        # Both folders absent: a kernel built without IOMMU support, or a bundle that did
+        # not record them. Empty folders are the sure sign of "off".
+        notes.append(f"neither {IOMMU_CLASS} nor {IOMMU_GROUPS} exists")
+        readable = False
     if not readable:
         return Iommu(None, hinted, cmdline, units, groups, "", tuple(notes))
     if not units and not groups:

@@ -1,0 +1,230 @@
+"""PCIe checks: links trained below what device and slot can do, AER errors, ACS redirect
+between GPUs and NICs, and the IOMMU mode. None of these crash anything; they cost
+bandwidth or hang NCCL."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from dldoctor.facts import Facts
+from dldoctor.facts.acs import bridges_between, iommu, pci_acs
+from dldoctor.facts.net import interfaces
+from dldoctor.facts.pcie import PcieLink, PcieLinks, bandwidth_limits, pcie_links
+from dldoctor.model import Outcome, failed, passed, skipped, warned
+from dldoctor.policy import Policy
+from dldoctor.registry import check
+
+KINDS = (
+    ("03", "GPU"),
+    ("0207", "InfiniBand NIC"),
+    ("02", "NIC"),
+    ("010802", "NVMe"),
+    ("0680", "NVSwitch"),
+    ("12", "accelerator"),
+)
+
+
+def kind(link: PcieLink) -> str:
+    return next((name for prefix, name in KINDS if link.class_code.startswith(prefix)), "device")
+
+
+def endpoints(links: PcieLinks) -> list[PcieLink]:
+    return [link for link in links.links if not link.is_bridge]
+
+
+def link_limit(links: PcieLinks, link: PcieLink) -> int | None:
+    """The widest this device's upstream link can be: a link is as wide as the narrower of
+    its two ends (the device and the port above it)."""
+    port = links.get(link.upstream[0]) if link.upstream else None
+    widths = [w for w in (link.max_width, port.max_width if port else None) if w]
+    return min(widths) if widths else None
+
+
+def label(link: PcieLink) -> str:
+    return f"port {link.address}" if link.is_bridge else f"{kind(link)} {link.address}"
+
+
+@check(
+    "pci.link.width",
+    "PCIe link width",
+    remediation="Reseat the card, check the riser or cable and the slot's bifurcation setting "
+    "in the BIOS, update retimer/firmware; a GPU in a slot wired x8 belongs in an x16 slot.",
+)
+def link_width(facts: Facts, policy: Policy) -> Outcome:
+    links = facts.get(pcie_links)
+    if not links.readable:
+        return skipped("the PCI bus is not readable", links.notes)
+    # Each link is judged once, from its lower end: a device, or a switch's upstream port.
+    # A root port's own width describes the link below it (judged with the device there),
+    # so a root port at x4 of x8 above an x4 NVMe drive is not narrowed.
+    judged = [
+        x
+        for x in links.links
+        if x.current_width and x.max_width and (not x.is_bridge or x.upstream)
+    ]
+    devices = [x for x in judged if not x.is_bridge]
+    if not devices:
+        return skipped("no GPU, NIC or NVMe drive reports a link width", links.notes)
+    degraded, narrow_slot = [], []
+    for x in judged:
+        limit = link_limit(links, x) or x.max_width
+        if x.current_width < limit:
+            degraded.append(f"{label(x)}: x{x.current_width}, can be x{limit}")
+        elif not x.is_bridge and limit < x.max_width:
+            narrow_slot.append(
+                f"{label(x)}: x{x.current_width} in a slot of x{limit} "
+                f"(the device can do x{x.max_width})"
+            )
+    lines = [f"{label(x)}: x{x.current_width} of x{x.max_width}" for x in devices]
+    if degraded:
+        return failed(
+            f"{len(degraded)} link(s) trained narrower than they can be", degraded + narrow_slot
+        )
+    if narrow_slot:
+        return warned(
+            f"{len(narrow_slot)} device(s) in slots narrower than the device",
+            narrow_slot,
+            remediation="Move the device to a full-width slot if the board has one.",
+        )
+    return passed(f"{len(devices)} device(s) at the full width of their slot", lines)
+
+
+@check(
+    "pci.link.speed",
+    "PCIe link speed",
+    remediation="A NIC or NVMe drive below its maximum speed: check the BIOS slot "
+    "generation setting, risers and retimers. For GPUs, measure under load first.",
+)
+def link_speed(facts: Facts, policy: Policy) -> Outcome:
+    links = facts.get(pcie_links)
+    devices = [d for d in endpoints(links) if d.current_gts and d.max_gts]
+    if not devices:
+        return skipped("no device reports a link speed")
+    slow, idle = [], []
+    for dev in devices:
+        if dev.current_gts >= dev.max_gts:
+            continue
+        what = f"{kind(dev)} {dev.address}: {dev.current_gts:g} of {dev.max_gts:g} GT/s"
+        # GPUs drop their link to 2.5 GT/s when idle (power saving) and come back under
+        # load: a slow idle GPU link is normal, a slow NIC or NVMe link is not.
+        (idle if kind(dev) == "GPU" else slow).append(what)
+    if slow:
+        return warned(f"{len(slow)} link(s) below their maximum speed", slow + idle)
+    if idle:
+        return passed(
+            f"{len(idle)} GPU link(s) below maximum speed: normal while idle, re-check under load",
+            idle,
+        )
+    return passed(f"{len(devices)} device(s) at full speed")
+
+
+@check(
+    "pci.bandwidth_limited",
+    "PCIe bandwidth at boot",
+    remediation="The kernel saw these links come up narrower or slower than the device can "
+    "run: reseat, check risers/cables and BIOS slot settings.",
+)
+def bandwidth_limited(facts: Facts, policy: Policy) -> Outcome:
+    found = facts.get(bandwidth_limits)
+    if not found.readable:
+        return skipped("the kernel log is not readable", found.notes)
+    if not found.limits:
+        return passed("the kernel reported no PCIe bandwidth limits this boot", found.notes)
+    lines = [
+        f"{x.device}: {x.available_gbps:g} of {x.capable_gbps:g} Gb/s, limited by the "
+        f"x{x.limited_by_width} link at {x.at}"
+        for x in found.limits
+    ]
+    return warned(f"{len(lines)} device(s) came up with limited PCIe bandwidth", lines)
+
+
+@check(
+    "pci.aer",
+    "PCIe errors (AER)",
+    remediation="Rising AER errors point at a marginal link: reseat or replace the card, "
+    "riser or cable; fatal errors usually come with a GPU or NIC falling off the bus.",
+)
+def aer(facts: Facts, policy: Policy) -> Outcome:
+    links = facts.get(pcie_links)
+    counted = [x for x in links.links if x.aer_correctable is not None or x.aer_fatal is not None]
+    if not counted:
+        return skipped("the kernel keeps no AER counters for these devices")
+    fatal = [f"{x.address}: {x.aer_fatal} fatal" for x in counted if x.aer_fatal]
+    nonfatal = [f"{x.address}: {x.aer_nonfatal} non-fatal" for x in counted if x.aer_nonfatal]
+    many = [
+        f"{x.address}: {x.aer_correctable} correctable"
+        for x in counted
+        if (x.aer_correctable or 0) >= 100
+    ]
+    if fatal:
+        return failed(f"fatal PCIe errors on {len(fatal)} device(s)", fatal + nonfatal + many)
+    if nonfatal or many:
+        return warned("PCIe errors since boot", nonfatal + many)
+    return passed(f"no uncorrected PCIe errors on {len(counted)} device(s)")
+
+
+@check(
+    "pci.acs",
+    "PCIe ACS",
+    remediation="ACS redirect on a switch between GPUs and NICs sends peer-to-peer traffic up "
+    "to the root complex (slow) or makes NCCL hang: disable ACS in the BIOS, or at runtime "
+    "with `setpci -s <bridge> ECAP_ACS+6.w=0000` (not persistent; not in VMs that need it).",
+)
+def acs(facts: Facts, policy: Policy) -> Outcome:
+    links = facts.get(pcie_links)
+    peers = [x for x in endpoints(links) if kind(x) in ("GPU", "NIC", "InfiniBand NIC")]
+    if len(peers) < 2:
+        return skipped("fewer than two GPUs or NICs: no peer-to-peer traffic to break")
+    report = facts.get(pci_acs)
+    if not report.available:
+        return skipped("lspci is not available (install pciutils)", report.notes)
+    if report.restricted:
+        return skipped("reading ACS needs root (extended config space)", report.notes)
+    redirecting = {s.address for s in report.redirecting}
+    # bridge -> the GPU/NIC pairs whose peer-to-peer route crosses it
+    crossing: dict[str, list[str]] = {}
+    for a, b in combinations(peers, 2):
+        for bridge in bridges_between(a.upstream, b.upstream, include_roots=True):
+            if bridge in redirecting:
+                crossing.setdefault(bridge, []).append(f"{a.address} ↔ {b.address}")
+    if crossing:
+        pairs = {p for found in crossing.values() for p in found}
+        lines = []
+        for bridge, found in sorted(crossing.items()):
+            more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+            lines.append(f"{bridge} redirects: {', '.join(found[:3])}{more}")
+        return failed(
+            f"ACS redirect on {len(crossing)} bridge(s) between {len(pairs)} GPU/NIC pair(s)",
+            lines,
+        )
+    return passed(f"no ACS redirect between {len(peers)} GPUs and NICs", report.notes)
+
+
+@check(
+    "pci.iommu",
+    "IOMMU",
+    remediation="Add `iommu=pt` to the kernel command line (passthrough for the host's own "
+    "devices keeps GPU peer-to-peer and GPUDirect RDMA at full speed), update the "
+    "bootloader and reboot.",
+)
+def iommu_mode(facts: Facts, policy: Policy) -> Outcome:
+    state = facts.get(iommu)
+    details = [*(f"kernel parameter {p}" for p in state.cmdline), *state.notes]
+    if state.enabled is None:
+        return skipped("IOMMU state unknown", details)
+    if not state.enabled or state.mode == "off":
+        return passed("IOMMU off", details)
+    if state.mode == "passthrough":
+        return passed("IOMMU in passthrough mode", details)
+    if state.mode == "translated":
+        links = facts.get(pcie_links)
+        gpus = [x for x in endpoints(links) if kind(x) == "GPU"]
+        rdma = facts.get(interfaces).infiniband
+        if len(gpus) >= 2 or (gpus and rdma):
+            return warned(
+                f"IOMMU translates DMA ({state.default_domain or 'DMA'}): GPU "
+                "peer-to-peer and GPUDirect RDMA lose bandwidth or hang",
+                details,
+            )
+        return passed("IOMMU translates DMA; no GPU peer-to-peer here to slow down", details)
+    return skipped("IOMMU mode unknown", details)
