@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dldoctor.facts import FactContext, fact
+from dldoctor.facts.gpu import normalise_pci_bus_id
 from dldoctor.host.base import MISSING, NOT_INSTALLED
 
 # --- ACS from lspci -vvv ----------------------------------------------------------------
@@ -45,12 +46,7 @@ _MAX_NOTES = 20
 
 def normalise_address(address: str) -> str:
     """'3B:00.0' -> '0000:3b:00.0'; anything that is not a PCI address comes back stripped."""
-    text = address.strip()
-    m = _HEADER.match(text)
-    if not m or m.group("rest"):
-        return text.lower()
-    domain = (m.group("domain") or "0000").lower()
-    return f"{domain}:{m.group('bus').lower()}:{m.group('dev').lower()}.{m.group('fn')}"
+    return normalise_pci_bus_id(address) or address.strip().lower()
 
 
 @dataclass(frozen=True)
