@@ -87,6 +87,12 @@ class GpuPolicy:
 
 
 @dataclass(frozen=True)
+class NetworkPolicy:
+    min_rate_gbps: float = 100.0  # the guide's floor for InfiniBand
+    ib_ports: tuple[str, ...] = ()  # "mlx5_0:1", ...: ports that must be ACTIVE
+
+
+@dataclass(frozen=True)
 class Timeouts:
     command_s: float = 10.0
     filesystem_s: float = 5.0
@@ -112,6 +118,7 @@ class Policy:
     gpu: GpuPolicy = field(default_factory=GpuPolicy)
     cpu: CpuPolicy = field(default_factory=CpuPolicy)
     limits: LimitsPolicy = field(default_factory=LimitsPolicy)
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)
     timeouts: Timeouts = field(default_factory=Timeouts)
 
 

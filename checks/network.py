@@ -1,0 +1,174 @@
+"""RDMA network checks: InfiniBand port state and rate, RoCE GIDs and MTU, GPUDirect RDMA,
+error counters."""
+
+from __future__ import annotations
+
+from dldoctor.facts import Facts
+from dldoctor.facts.pci import NVIDIA, pci_devices
+from dldoctor.facts.rdma import RdmaPort, gpudirect, rdma_devices
+from dldoctor.facts.system import container, environ
+from dldoctor.model import Outcome, failed, passed, skipped, warned
+from dldoctor.policy import Policy
+from dldoctor.registry import check
+
+ROCE_MTU = 4200  # port MTU that lets RoCE use a 4096-byte active MTU
+ERROR_COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors")
+
+
+def ports(facts: Facts, *, roce: bool) -> list[RdmaPort]:
+    return [p for d in facts.get(rdma_devices) for p in d.ports if p.roce == roce]
+
+
+def name(p: RdmaPort) -> str:
+    return f"{p.device}:{p.port}"
+
+
+@check(
+    "network.ib.state",
+    "InfiniBand ports",
+    remediation="INIT: no subnet manager configured the port — start opensm/UFM on the fabric "
+    "or fix the switch. Polling/Disabled: no link — check the cable or transceiver and the "
+    "switch port.",
+)
+def ib_state(facts: Facts, policy: Policy) -> Outcome:
+    ib = ports(facts, roce=False)
+    if not ib:
+        return skipped("no InfiniBand port")
+    wanted = set(policy.network.ib_ports)
+    lines = [
+        f"{name(p)}: {p.state or '?'} ({p.phys_state or '?'}), {p.rate_text or '?'}" for p in ib
+    ]
+    init = [f"{name(p)}: INIT — no subnet manager" for p in ib if p.state == "INIT"]
+    down_ports = [p for p in ib if p.state not in ("ACTIVE", "INIT")]
+    down = [f"{name(p)}: {p.state} ({p.phys_state})" for p in down_ports]
+    must = [
+        f"{name(p)}: {p.state} ({p.phys_state}), expected ACTIVE"
+        for p in down_ports
+        if name(p) in wanted
+    ]
+    absent = [f"{port}: not found" for port in sorted(wanted - {name(p) for p in ib})]
+    if init or must or absent:
+        return failed(
+            f"{len(init) + len(must) + len(absent)} InfiniBand port(s) not ACTIVE",
+            init + must + absent + lines,
+        )
+    if down:
+        # Without a list of expected ports, an unplugged second port may be on purpose.
+        return warned(
+            f"{len(down)} InfiniBand port(s) down (unused, or a cable problem)",
+            down,
+            remediation="List the ports that must be up in the policy's "
+            "[network] ib_ports; check cables of those that should be.",
+        )
+    return passed(f"{len(ib)} InfiniBand port(s) ACTIVE", lines)
+
+
+@check(
+    "network.ib.rate",
+    "InfiniBand rate",
+    remediation="A port below its expected rate trained down: check the cable/transceiver "
+    "(and its supported speed) and the switch port.",
+)
+def ib_rate(facts: Facts, policy: Policy) -> Outcome:
+    active = [p for p in ports(facts, roce=False) if p.state == "ACTIVE"]
+    if not active:
+        return skipped("no ACTIVE InfiniBand port")
+    floor = policy.network.min_rate_gbps
+    slow = [
+        f"{name(p)}: {p.rate_text}"
+        for p in active
+        if p.rate_gbps is not None and p.rate_gbps < floor
+    ]
+    if slow:
+        return failed(f"{len(slow)} port(s) below {floor:g} Gb/s", slow)
+    rates = sorted({p.rate_text for p in active if p.rate_text})
+    return passed(f"{len(active)} port(s) at ≥ {floor:g} Gb/s ({', '.join(rates)})")
+
+
+@check(
+    "network.ib.errors",
+    "RDMA error counters",
+    remediation="Symbol errors and link recoveries point at a marginal cable or transceiver; "
+    "link_downed counts flaps. Replace the cable, update firmware, and watch whether they rise.",
+)
+def ib_errors(facts: Facts, policy: Policy) -> Outcome:
+    every = [p for d in facts.get(rdma_devices) for p in d.ports]
+    counted = [p for p in every if p.counters]
+    if not counted:
+        return skipped("no RDMA port counters")
+    bad = []
+    for p in counted:
+        found = [f"{c} {p.counters[c]}" for c in ERROR_COUNTERS if p.counters.get(c)]
+        if found:
+            bad.append(f"{name(p)}: {', '.join(found)}")
+    if bad:
+        return warned(f"error counters on {len(bad)} port(s) since the last reset", bad)
+    return passed(f"no link errors on {len(counted)} port(s)")
+
+
+@check(
+    "network.roce",
+    "RoCE",
+    remediation="RoCE needs a RoCE v2 GID on a routable address (configure an IP on the "
+    "netdev), a port MTU of at least 4200 on the NIC and the switches (active MTU 4096), and "
+    "NCCL_IB_GID_INDEX pointing at a RoCE v2 GID when set.",
+)
+def roce(facts: Facts, policy: Policy) -> Outcome:
+    eth = ports(facts, roce=True)
+    if not eth:
+        return skipped("no RoCE (Ethernet link layer) port")
+    index = facts.get(environ).get("NCCL_IB_GID_INDEX", "").strip()
+    problems, lines = [], []
+    for p in eth:
+        v2 = [g for g in p.gids if g.type == "RoCE v2" and not g.link_local]
+        lines.append(
+            f"{name(p)} ({p.netdev or 'no netdev'}): MTU {p.mtu or '?'}, "
+            f"{len(v2)} routable RoCE v2 GID(s)"
+        )
+        if not v2:
+            problems.append(f"{name(p)}: no routable RoCE v2 GID")
+        if p.mtu is not None and p.mtu < ROCE_MTU:
+            problems.append(f"{name(p)}: {p.netdev} MTU {p.mtu} (needs ≥ {ROCE_MTU})")
+        if index:
+            chosen = next((g for g in p.gids if str(g.index) == index), None)
+            if chosen is None or chosen.type != "RoCE v2":
+                what = chosen.type if chosen else "empty"
+                problems.append(f"{name(p)}: NCCL_IB_GID_INDEX={index} is {what}, not RoCE v2")
+    if problems:
+        return failed(f"{len(problems)} RoCE problem(s)", problems + lines)
+    return passed(f"{len(eth)} RoCE port(s) with RoCE v2 GIDs and MTU ≥ {ROCE_MTU}", lines)
+
+
+@check(
+    "network.gpudirect",
+    "GPUDirect RDMA",
+    remediation="Load nvidia_peermem (`modprobe nvidia-peermem`, and add it to "
+    "/etc/modules-load.d/); without it NCCL logs 'GPU Direct RDMA Disabled' and inter-node "
+    "bandwidth drops several-fold. In containers, pass /dev/infiniband (`--device`).",
+)
+def gpu_direct(facts: Facts, policy: Policy) -> Outcome:
+    hcas = facts.get(rdma_devices)
+    gpus = facts.get(pci_devices).gpus(NVIDIA)
+    if not hcas or not gpus:
+        return skipped("GPUDirect RDMA needs both NVIDIA GPUs and RDMA devices")
+    gd = facts.get(gpudirect)
+    details = [
+        f"GPUDirect Storage (nvidia_fs): {'loaded' if gd.nvidia_fs else 'not loaded'}",
+        *gd.notes,
+    ]
+    if facts.get(container).in_container and not gd.uverbs:
+        return failed(
+            "RDMA devices on the host, but no /dev/infiniband/uverbs* in this container", details
+        )
+    if not gd.modules_readable:
+        return skipped("the loaded modules are not readable", details)
+    if not gd.peermem:
+        # NCCL can also use DMA-BUF (kernel >= 5.12 with the open GPU modules): a warning.
+        return warned(
+            "nvidia_peermem is not loaded: GPUDirect RDMA only works through "
+            "DMA-BUF (open kernel modules, recent NCCL)",
+            details,
+        )
+    return passed(
+        f"{gd.peermem} loaded for {len(gpus)} GPU(s) and {len(hcas)} RDMA device(s)", details
+    )

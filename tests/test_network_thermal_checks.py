@@ -1,0 +1,122 @@
+"""[4/9] RDMA and thermal checks on real sysfs trees (fixtures/corpus) and hand-built facts."""
+
+from __future__ import annotations
+
+from dldoctor.checks import network, thermal
+from dldoctor.facts import Facts
+from dldoctor.facts import gpu as g
+from dldoctor.facts.nvidia import nvidia
+from dldoctor.facts.pci import PciBus, PciDevice, pci_devices
+from dldoctor.facts.rdma import (
+    Gid,
+    GpuDirect,
+    RdmaDevice,
+    RdmaDevices,
+    RdmaPort,
+    gpudirect,
+    rdma_devices,
+)
+from dldoctor.facts.system import Container, container, environ
+from dldoctor.host import LiveHost
+from dldoctor.model import Status
+from dldoctor.policy import NetworkPolicy, Policy
+from tests.conftest import FIXTURES
+
+IB_TREE = FIXTURES / "corpus/infiniband/procfs-fixtures-sysfs"
+THERMAL_TREE = FIXTURES / "corpus/thermal/procfs-fixtures-sysfs"
+
+
+def test_corpus_ib_ports_active_but_three_below_100_gbps():
+    facts = Facts(LiveHost(root=str(IB_TREE)))
+    assert network.ib_state(facts, Policy()).status == Status.PASS
+    rate = network.ib_rate(facts, Policy())
+    assert rate.status == Status.FAIL
+    assert rate.details == ("mlx4_0:1: 40 Gb/sec (4X QDR)", "mlx4_0:2: 40 Gb/sec (4X QDR)",
+                            "mlx5_0:1: 25 Gb/sec (1X EDR)")  # fmt: skip
+    assert network.ib_errors(facts, Policy()).status == Status.PASS  # all counters are 0 there
+    # A site with 40 Gb/s QDR as its floor: only the 25 Gb/s port fails.
+    qdr = Policy(network=NetworkPolicy(min_rate_gbps=40))
+    assert network.ib_rate(facts, qdr).details == ("mlx5_0:1: 25 Gb/sec (1X EDR)",)
+
+
+def test_corpus_thermal_zone_at_minus_44_is_unreliable_not_cold():
+    outcome = thermal.board_sensors(Facts(LiveHost(root=str(THERMAL_TREE))), Policy())
+    assert outcome.status == Status.PASS
+    assert outcome.summary == "hottest 50 °C (thermal_zone0 bcm2835_thermal)"
+    assert "thermal_zone1 (acpitz)" in outcome.details[0]
+
+
+def ib(port=1, state="ACTIVE", phys="LinkUp", **kw):
+    return RdmaPort("mlx5_0", port, state=state, phys_state=phys, rate_gbps=400.0,
+                    rate_text="400 Gb/sec (4X NDR)", link_layer="InfiniBand", **kw)  # fmt: skip
+
+
+def devices(*ports):
+    return RdmaDevices((RdmaDevice("mlx5_0", "28.39.1002", "MT_0000000838", "MT4129", "", ports),))
+
+
+def test_port_in_init_fails_and_an_unused_down_port_only_warns():
+    init = network.ib_state(Facts.given({rdma_devices: devices(ib(state="INIT"))}), Policy())
+    assert init.status == Status.FAIL and "no subnet manager" in init.details[0]
+    spare = devices(ib(), ib(port=2, state="DOWN", phys="Polling"))
+    assert network.ib_state(Facts.given({rdma_devices: spare}), Policy()).status == Status.WARN
+    pinned = Policy(network=NetworkPolicy(ib_ports=("mlx5_0:2",)))
+    assert network.ib_state(Facts.given({rdma_devices: spare}), pinned).status == Status.FAIL
+
+
+V2_GID = Gid(3, "0000:0000:0000:0000:0000:ffff:0a00:0001", "RoCE v2", "ens1f0")
+
+
+def roce_port(mtu=9000, gids=(V2_GID,)):
+    return RdmaPort("mlx5_0", 1, state="ACTIVE", link_layer="Ethernet", netdev="ens1f0", mtu=mtu,
+                    gids=gids)  # fmt: skip
+
+
+def test_roce_needs_a_v2_gid_an_mtu_and_a_matching_gid_index():
+    good = Facts.given({rdma_devices: devices(roce_port()), environ: {"NCCL_IB_GID_INDEX": "3"}})
+    assert network.roce(good, Policy()).status == Status.PASS
+    v1_only = (Gid(0, "fe80:0000:0000:0000:0000:0000:0000:0001", "RoCE v1", "ens1f0"),)
+    bad = Facts.given({rdma_devices: devices(roce_port(mtu=1500, gids=v1_only)),
+                       environ: {"NCCL_IB_GID_INDEX": "0"}})  # fmt: skip
+    outcome = network.roce(bad, Policy())
+    assert outcome.status == Status.FAIL
+    assert outcome.details[:3] == (
+        "mlx5_0:1: no routable RoCE v2 GID",
+        "mlx5_0:1: ens1f0 MTU 1500 (needs ≥ 4200)",
+        "mlx5_0:1: NCCL_IB_GID_INDEX=0 is RoCE v1, not RoCE v2",
+    )
+
+
+def test_gpudirect_without_peermem_and_a_container_without_devices():
+    gpu_bus = PciBus((PciDevice("0000:18:00.0", "10de", "2330", "030200", "nvidia"),))
+    base = {rdma_devices: devices(ib()), pci_devices: gpu_bus, container: Container(False, "")}
+    without = {**base, gpudirect: GpuDirect(dev_infiniband=("uverbs0",))}
+    assert network.gpu_direct(Facts.given(without), Policy()).status == Status.WARN
+    loaded = {**base, gpudirect: GpuDirect(peermem="nvidia_peermem", dev_infiniband=("uverbs0",))}
+    assert network.gpu_direct(Facts.given(loaded), Policy()).status == Status.PASS
+    boxed = {**loaded, container: Container(True, "docker"), gpudirect: GpuDirect("nvidia_peermem")}
+    assert network.gpu_direct(Facts.given(boxed), Policy()).status == Status.FAIL
+
+
+def h100(**kw):
+    return g.Gpu(0, name="NVIDIA H100 80GB HBM3", temp_slowdown_c=89, **kw)
+
+
+def test_gpu_hardware_slowdown_fails_idle_is_benign():
+    slowed = g.NvidiaStack(
+        "nvml", gpus=(h100(clock_event_reasons=("hw_slowdown", "sw_power_cap")),)
+    )
+    outcome = thermal.gpu_clocks(Facts.given({nvidia: slowed}), Policy())
+    assert outcome.status == Status.FAIL
+    assert outcome.details == ("GPU 0 NVIDIA H100 80GB HBM3: hw_slowdown",
+                               "benign reasons active: sw_power_cap")  # fmt: skip
+    idle = g.NvidiaStack("nvml", gpus=(h100(clock_event_reasons=("gpu_idle",)),))
+    assert thermal.gpu_clocks(Facts.given({nvidia: idle}), Policy()).status == Status.PASS
+
+
+def test_gpu_temperature_margin():
+    def verdict(temp):
+        stack = g.NvidiaStack("nvml", gpus=(h100(temperature_c=temp),))
+        return thermal.gpu_temperature(Facts.given({nvidia: stack}), Policy()).status
+
+    assert (verdict(60), verdict(86), verdict(90)) == (Status.PASS, Status.WARN, Status.FAIL)
