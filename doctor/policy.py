@@ -87,6 +87,25 @@ class GpuPolicy:
 
 
 @dataclass(frozen=True)
+class StoragePolicy:
+    data_paths: tuple[str, ...] = ()  # where datasets live (checked for space, layout)
+    checkpoint_paths: tuple[str, ...] = ()
+    warn_free_percent: float = 10.0
+    fail_free_percent: float = 5.0
+
+
+@dataclass(frozen=True)
+class FirmwareMinimum:
+    match: str  # text in the NVMe model or the NIC's hca_type/board_id
+    min_version: str
+
+
+@dataclass(frozen=True)
+class FirmwarePolicy:
+    minimums: tuple[FirmwareMinimum, ...] = ()
+
+
+@dataclass(frozen=True)
 class NetworkPolicy:
     min_rate_gbps: float = 100.0  # the guide's floor for InfiniBand
     ib_ports: tuple[str, ...] = ()  # "mlx5_0:1", ...: ports that must be ACTIVE
@@ -119,6 +138,8 @@ class Policy:
     cpu: CpuPolicy = field(default_factory=CpuPolicy)
     limits: LimitsPolicy = field(default_factory=LimitsPolicy)
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
+    storage: StoragePolicy = field(default_factory=StoragePolicy)
+    firmware: FirmwarePolicy = field(default_factory=FirmwarePolicy)
     timeouts: Timeouts = field(default_factory=Timeouts)
 
 

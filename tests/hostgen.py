@@ -310,6 +310,93 @@ def platform(
     )
 
 
+MDSTAT_CLEAN = """Personalities : [raid1] [raid0]
+md1 : active raid0 nvme4n1[3] nvme3n1[2] nvme2n1[1] nvme1n1[0]
+      15002949632 blocks super 1.2 512k chunks
+
+md0 : active raid1 nvme0n1p2[1] nvme5n1p2[0]
+      1874715648 blocks super 1.2 [2/2] [UU]
+      bitmap: 1/14 pages [4KB], 65536KB chunk
+
+unused devices: <none>
+"""
+# md0 lost a mirror; md1 (RAID 0 under /data) lost nvme3n1 and could not be assembled.
+MDSTAT_BROKEN = """Personalities : [raid1] [raid0]
+md1 : inactive nvme4n1[3](S) nvme2n1[1](S) nvme1n1[0](S)
+      11252212224 blocks super 1.2
+
+md0 : active raid1 nvme0n1p2[1](F) nvme5n1p2[0]
+      1874715648 blocks super 1.2 [2/1] [U_]
+      bitmap: 3/14 pages [12KB], 65536KB chunk
+
+unused devices: <none>
+"""
+
+
+def statvfs(b: BundleBuilder, path: str, size_gib: float, free_pct: float) -> None:
+    blocks = int(size_gib * GIB_BLOCKS)
+    free = int(blocks * free_pct / 100)
+    b.answer(
+        "statvfs",
+        path,
+        status="ok",
+        value={
+            "f_bsize": 4096,
+            "f_frsize": 4096,
+            "f_blocks": blocks,
+            "f_bfree": free,
+            "f_bavail": free,
+            "f_files": 1 << 26,
+            "f_ffree": 1 << 25,
+            "f_favail": 1 << 25,
+            "f_flag": 4096,
+            "f_namemax": 255,
+        },
+    )
+
+
+GIB_BLOCKS = 2**30 // 4096
+
+
+def storage(b: BundleBuilder, *, broken_raid: bool = False, ckpt_free_pct: float = 61.0) -> None:
+    """Mirrored system disk (md0), a RAID 0 of four NVMe drives for datasets on /data (md1),
+    and a separate NVMe drive for checkpoints, as the guide lays it out."""
+    b.file("/proc/mdstat", MDSTAT_BROKEN if broken_raid else MDSTAT_CLEAN)
+    data = "" if broken_raid else "40 22 9:1 / /data rw,noatime shared:20 - xfs /dev/md1 rw\n"
+    b.file(
+        "/proc/self/mountinfo",
+        "22 1 9:0 / / rw,relatime shared:1 - ext4 /dev/md0 rw\n"
+        "30 22 0:27 / /dev/shm rw,nosuid,nodev shared:4 - tmpfs tmpfs rw,size=X\n"
+        + data
+        + "41 22 259:9 / /checkpoints rw,noatime shared:21 - ext4 /dev/nvme6n1 rw\n",
+    )
+    statvfs(b, "/", 1788, 72.0)
+    statvfs(b, "/tmp", 1788, 72.0)
+    if not broken_raid:
+        statvfs(b, "/data", 13972, 38.0)
+    statvfs(b, "/checkpoints", 7153, ckpt_free_pct)
+    for i, (model, fw) in enumerate(
+        (("SAMSUNG MZWLR7T6HALA-00007", "MPK7525Q"), ("SAMSUNG MZWLR7T6HALA-00007", "MPK7525Q"))
+    ):
+        base = f"/sys/class/nvme/nvme{i}"
+        b.file(f"{base}/model", model + "\n").file(f"{base}/firmware_rev", fw + "\n")
+        b.file(f"{base}/state", "live\n").file(f"{base}/transport", "pcie\n")
+        b.file(f"{base}/serial", f"S4YPNA0R{i:06d}\n")
+        b.command(
+            ["nvme", "smart-log", f"/dev/nvme{i}", "--output-format=json"],
+            json.dumps(
+                {
+                    "critical_warning": 0,
+                    "temperature": 311,
+                    "avail_spare": 100,
+                    "spare_thresh": 10,
+                    "percent_used": 3,
+                    "media_errors": 0,
+                }
+            ),
+        )
+
+
 def lspci_block(address: str, what: str, redirect: bool) -> str:
     """One device of `lspci -vvv -D` with its ACS capability (other capabilities left out)."""
     flag = "+" if redirect else "-"
@@ -322,6 +409,41 @@ def lspci_block(address: str, what: str, redirect: bool) -> str:
     )
 
 
+def hca(
+    b: BundleBuilder,
+    name: str,
+    netdev: str,
+    *,
+    state: str = "4: ACTIVE",
+    phys: str = "5: LinkUp",
+    roce: bool = False,
+    mtu: int = 4092,
+    v2_gid: bool = True,
+) -> None:
+    """/sys/class/infiniband/<name>/ports/1 as mlx5 exposes it (InfiniBand NDR, or RoCE)."""
+    base = f"/sys/class/infiniband/{name}"
+    b.file(f"{base}/fw_ver", "28.39.1002\n").file(f"{base}/hca_type", "MT4129\n")
+    port = f"{base}/ports/1"
+    b.file(f"{port}/state", state + "\n").file(f"{port}/phys_state", phys + "\n")
+    b.file(f"{port}/rate", ("200 Gb/sec (2X NDR)" if roce else "400 Gb/sec (4X NDR)") + "\n")
+    b.file(f"{port}/link_layer", ("Ethernet" if roce else "InfiniBand") + "\n")
+    for counter in ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors"):
+        b.file(f"{port}/counters/{counter}", "0\n")
+    if roce:
+        link_local = "fe80:0000:0000:0000:ba3f:d2ff:fe12:3456"
+        mapped = "0000:0000:0000:0000:0000:ffff:0a0a:0a0b"
+        gids = [(link_local, "IB/RoCE v1"), (link_local, "RoCE v2")]
+        if v2_gid:
+            gids += [(mapped, "IB/RoCE v1"), (mapped, "RoCE v2")]
+        else:  # only the link-local v1 entry: no IPv4 address on the netdev
+            gids = gids[:1]
+        for i, (gid, kind) in enumerate(gids):
+            b.file(f"{port}/gids/{i}", gid + "\n")
+            b.file(f"{port}/gid_attrs/types/{i}", kind + "\n")
+            b.file(f"{port}/gid_attrs/ndevs/{i}", netdev + "\n")
+    b.file(f"/sys/class/net/{netdev}/mtu", f"{mtu}\n")
+
+
 def gpu_server(
     b: BundleBuilder,
     hostname: str,
@@ -331,6 +453,12 @@ def gpu_server(
     acs_redirect: bool = False,
     memlock: int | None = None,
     shm_bytes: int = 1024 * 2**30,
+    ib_states: tuple[str, str] = ("4: ACTIVE",) * 2,
+    roce_mtu: int = 0,
+    peermem: bool = True,
+    slow_gpu: int = -1,
+    broken_raid: bool = False,
+    ckpt_free_pct: float = 61.0,
 ) -> None:
     """An HGX H100 server: 8 GPUs, each behind its own PCIe Gen5 switch, a ConnectX-7 beside
     GPUs 0 and 4, four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver."""
@@ -438,14 +566,23 @@ def gpu_server(
         b, "0000:80:05.0", "8086", "352a", "060400", "pcieport", 1, link=(GEN5, 16, GEN5, 16)
     )
     b.command(["lspci", "-vvv", "-D"], "".join(lspci))
-    for name in ("mlx5_0", "mlx5_1"):
-        b.file(f"/sys/class/infiniband/{name}/fw_ver", "28.39.1002\n")
-    for name in ("eno1", "ib0", "ib1", "lo"):
+    for i, name in enumerate(("mlx5_0", "mlx5_1")):
+        if roce_mtu:  # a RoCE fabric: Ethernet link layer, GIDs, the netdev's MTU matters
+            hca(b, name, f"ens{i + 1}f0np0", roce=True, mtu=roce_mtu, v2_gid=roce_mtu >= 4200)
+        else:
+            phys = "2: Polling" if ib_states[i].endswith("DOWN") else "5: LinkUp"
+            hca(b, name, f"ib{i}", state=ib_states[i], phys=phys)
+    for name in ("eno1", "lo"):
         b.file(f"/sys/class/net/{name}/mtu", "1500\n")
-    nvidia_driver(b, "550.54.15", ["nvidia_peermem"])
-    nvml(b, FakeNvml([h100(i) for i in range(8)]))
+    nvidia_driver(b, "550.54.15", ["nvidia_peermem"] if peermem else [])
+    gpus = [h100(i) for i in range(8)]
+    if slow_gpu >= 0:  # HW_SLOWDOWN (0x8) with the power brake (0x80): a PSU or cable fault
+        gpus[slow_gpu]["nvmlDeviceGetCurrentClocksEventReasons"] = 0x8 | 0x80
+        gpus[slow_gpu]["nvmlDeviceGetTemperatureV"] = 47
+    nvml(b, FakeNvml(gpus))
     b.command(["systemctl", "is-active", "nvidia-fabricmanager"], "active\n")
     journal(b, QUIET_JOURNAL + limited, NOW)
+    storage(b, broken_raid=broken_raid, ckpt_free_pct=ckpt_free_pct)
     cuda_toolkit(b, "12.4.1")
     torch_cu121(b)
 
@@ -472,6 +609,36 @@ def hgx_h100x8_ram_512g(b: BundleBuilder) -> None:
 def hgx_h100x8_memlock_64k(b: BundleBuilder) -> None:
     """An InfiniBand host whose limits.conf caps locked memory at 64 KiB."""
     gpu_server(b, "hgx-h100-05", memlock=64 * 1024)
+
+
+def hgx_h100x8_ib_init(b: BundleBuilder) -> None:
+    """The second InfiniBand port came up, but no subnet manager brought it to ACTIVE."""
+    gpu_server(b, "hgx-h100-06", ib_states=("4: ACTIVE", "2: INIT"))
+
+
+def hgx_h100x8_roce_mtu1500(b: BundleBuilder) -> None:
+    """A RoCE fabric whose NIC netdevs were left at MTU 1500 and have no IPv4 (no v2 GID)."""
+    gpu_server(b, "hgx-h100-07", roce_mtu=1500)
+
+
+def hgx_h100x8_no_peermem(b: BundleBuilder) -> None:
+    """GPUs and InfiniBand, but nvidia_peermem is not loaded: GPUDirect RDMA is off."""
+    gpu_server(b, "hgx-h100-08", peermem=False)
+
+
+def hgx_h100x8_hw_slowdown(b: BundleBuilder) -> None:
+    """GPU 6 is held in hardware slowdown and power brake: a power-supply problem."""
+    gpu_server(b, "hgx-h100-09", slow_gpu=6)
+
+
+def hgx_h100x8_raid_degraded(b: BundleBuilder) -> None:
+    """The system mirror lost a disk and the RAID 0 under /data lost a member."""
+    gpu_server(b, "hgx-h100-10", broken_raid=True)
+
+
+def hgx_h100x8_checkpoints_full(b: BundleBuilder) -> None:
+    """The checkpoint disk is 99.6% full: the next save fails."""
+    gpu_server(b, "hgx-h100-11", ckpt_free_pct=0.4)
 
 
 def docker_h100_devshm_64m(b: BundleBuilder) -> None:
@@ -589,6 +756,12 @@ SCENARIOS = {
     "hgx-h100x8-ram-512g": hgx_h100x8_ram_512g,
     "hgx-h100x8-memlock-64k": hgx_h100x8_memlock_64k,
     "docker-h100-devshm-64m": docker_h100_devshm_64m,
+    "hgx-h100x8-ib-init": hgx_h100x8_ib_init,
+    "hgx-h100x8-roce-mtu1500": hgx_h100x8_roce_mtu1500,
+    "hgx-h100x8-no-peermem": hgx_h100x8_no_peermem,
+    "hgx-h100x8-hw-slowdown": hgx_h100x8_hw_slowdown,
+    "hgx-h100x8-raid-degraded": hgx_h100x8_raid_degraded,
+    "hgx-h100x8-checkpoints-full": hgx_h100x8_checkpoints_full,
     "workstation-rtx4090-nouveau": workstation_rtx4090_nouveau,
     "a100-driver470-torch-cu121": a100_driver470_torch_cu121,
     "a100x8-remap-pending-xid79": a100x8_remap_pending_xid79,

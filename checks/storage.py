@@ -1,0 +1,242 @@
+"""Storage checks: software RAID, NVMe health, free space, data/checkpoint layout, network
+and parallel filesystems, firmware."""
+
+from __future__ import annotations
+
+from dldoctor.facts import Facts
+from dldoctor.facts.mdraid import MdArray, md_raid
+from dldoctor.facts.rdma import rdma_devices
+from dldoctor.facts.storage import Space, mounts, netfs, nvme, space, space_fact
+from dldoctor.model import Outcome, Status, failed, passed, skipped, warned
+from dldoctor.policy import Policy
+from dldoctor.registry import check
+from dldoctor.versions import at_least
+
+GIB = 1024**3
+
+
+def where_mounted(facts: Facts, name: str) -> str:
+    points = [m.mount_point for m in facts.get(mounts) if m.source == f"/dev/{name}"]
+    return f" (mounted on {', '.join(points)})" if points else ""
+
+
+def describe(a: MdArray) -> str:
+    shape = f" [{a.raid_disks}/{a.active_disks}] [{a.status_map}]" if a.status_map else ""
+    return f"{a.name}: {a.state} {a.level}{shape}".rstrip()
+
+
+@check(
+    "storage.raid",
+    "Software RAID",
+    remediation="Replace the failed disk and add it back (`mdadm --manage /dev/mdX --add "
+    "/dev/<new>`); an inactive array needs `mdadm --assemble` or, for RAID 0, restoring its "
+    "data: RAID 0 has no redundancy.",
+)
+def raid(facts: Facts, policy: Policy) -> Outcome:
+    md = facts.get(md_raid)
+    if md.mdstat is None or not md.mdstat.arrays:
+        return skipped("no software RAID arrays", md.notes)
+    broken, rebuilding, lines = [], [], []
+    for a in md.mdstat.arrays:
+        line = describe(a) + where_mounted(facts, a.name)
+        failed_members = ", ".join(m.name for m in a.failed_members)
+        if failed_members:
+            line += f"; failed: {failed_members}"
+        if a.state.startswith("inactive"):
+            broken.append(f"{line} — its data is not available")
+        elif a.degraded and not (a.sync and a.sync.action in ("recovery", "reshape")):
+            broken.append(f"{line} — degraded")
+        elif a.sync and a.sync.action in ("recovery", "resync", "reshape"):
+            pct = f"{a.sync.percent:.1f}%" if a.sync.percent is not None else "waiting"
+            eta = f", about {a.sync.finish_min:.0f} min left" if a.sync.finish_min else ""
+            rebuilding.append(f"{line} — {a.sync.action} {pct}{eta}")
+        else:
+            action = f", {a.sync.action} running" if a.sync else ""
+            lines.append(line + action)
+    if broken:
+        return failed(f"{len(broken)} array(s) degraded or inactive", broken + rebuilding + lines)
+    if rebuilding:
+        return warned(
+            f"{len(rebuilding)} array(s) rebuilding",
+            rebuilding + lines,
+            remediation="Wait for the rebuild; avoid heavy I/O on it meanwhile.",
+        )
+    return passed(f"{len(lines)} array(s) clean", lines)
+
+
+@check(
+    "storage.nvme",
+    "NVMe drives",
+    remediation="A critical warning, media errors or spare below threshold: back up and replace "
+    "the drive; a controller that is not `live` has dropped off (check power, slot, firmware).",
+)
+def nvme_health(facts: Facts, policy: Policy) -> Outcome:
+    drives = facts.get(nvme)
+    if not drives:
+        return skipped("no NVMe drives")
+    bad, worn, lines, unknown = [], [], [], []
+    for d in drives:
+        lines.append(f"{d.name}: {d.model} firmware {d.firmware}, {d.state}")
+        if d.state and d.state != "live":
+            bad.append(f"{d.name}: controller state {d.state}")
+        s = d.smart
+        if s is None:
+            unknown.extend(d.notes[:1])
+            continue
+        if s.critical_warning or s.passed is False:
+            bad.append(f"{d.name}: critical warning {s.critical_warning} ({s.source})")
+        if (
+            s.available_spare is not None
+            and s.spare_threshold is not None
+            and s.available_spare < s.spare_threshold
+        ):
+            bad.append(f"{d.name}: spare {s.available_spare}% below {s.spare_threshold}%")
+        if s.media_errors:
+            worn.append(f"{d.name}: {s.media_errors} media errors")
+        if s.percent_used is not None and s.percent_used >= 90:
+            worn.append(f"{d.name}: {s.percent_used}% of rated endurance used")
+    if bad:
+        return failed(f"{len(bad)} NVMe problem(s)", bad + worn + lines)
+    if worn:
+        return warned(f"{len(worn)} NVMe drive(s) wearing out", worn + lines)
+    note = [f"SMART not read: {unknown[0]}"] if unknown else []
+    return passed(
+        f"{len(drives)} NVMe drive(s) healthy"
+        if not unknown
+        else f"{len(drives)} NVMe drive(s) live; SMART unavailable",
+        lines + note,
+    )
+
+
+def space_lines(
+    spaces: tuple[Space, ...], policy: Policy
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(full, low, unknown, all lines) for the given paths."""
+    full, low, unknown, lines = [], [], [], []
+    st = policy.storage
+    for s in spaces:
+        if s.answer_status != "ok" or not s.size_bytes:
+            if s.answer_status not in ("missing", "ok"):
+                unknown.append(f"{s.path}: {', '.join(s.notes) or s.answer_status}")
+            continue
+        pct = 100 * (s.free_bytes or 0) / s.size_bytes
+        ipct = 100 * s.free_inodes / s.inodes if s.inodes and s.free_inodes is not None else 100
+        shown = f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
+        line = (
+            f"{s.path} ({s.mount_point}, {s.fstype}): {(s.free_bytes or 0) / GIB:.1f} of "
+            f"{s.size_bytes / GIB:.1f} GiB free ({shown})"
+        )
+        if s.inodes:
+            line += f", inodes {ipct:.0f}% free"
+        lines.append(line)
+        if min(pct, ipct) < st.fail_free_percent:
+            full.append(line)
+        elif min(pct, ipct) < st.warn_free_percent:
+            low.append(line)
+    return full, low, unknown, lines
+
+
+@check(
+    "storage.space",
+    "Free space",
+    remediation="Free space (old checkpoints, Docker images: `docker system prune`, /tmp), or "
+    "grow the volume: a full checkpoint disk loses the next save, a full / stops services.",
+)
+def free_space(facts: Facts, policy: Policy) -> Outcome:
+    paths = (*policy.storage.data_paths, *policy.storage.checkpoint_paths)
+    spaces = facts.get(space) + (facts.get(space_fact(paths)) if paths else ())
+    full, low, unknown, lines = space_lines(spaces, policy)
+    if unknown:
+        return Outcome(
+            Status.ERROR,
+            f"no answer for {len(unknown)} path(s)",
+            tuple(unknown + full + low + lines),
+        )
+    if full:
+        return failed(
+            f"{len(full)} filesystem(s) below {policy.storage.fail_free_percent:g}% free",
+            full + low,
+        )
+    if low:
+        return warned(
+            f"{len(low)} filesystem(s) below {policy.storage.warn_free_percent:g}% free", low
+        )
+    if not lines:
+        return skipped("no filesystem answered")
+    return passed(f"{len(lines)} path(s) with enough free space", lines)
+
+
+@check("storage.layout", "Datasets and checkpoints")
+def layout(facts: Facts, policy: Policy) -> Outcome:
+    st = policy.storage
+    if not st.data_paths or not st.checkpoint_paths:
+        return skipped("the policy names no data and checkpoint paths ([storage])")
+    data = facts.get(space_fact(st.data_paths))
+    ckpt = facts.get(space_fact(st.checkpoint_paths))
+    shared = sorted({d.device for d in data if d.device} & {c.device for c in ckpt if c.device})
+    lines = [f"{s.path}: device {s.device or '?'} ({s.mount_point})" for s in (*data, *ckpt)]
+    if shared:
+        return passed(
+            "datasets and checkpoints share one device: saving a checkpoint "
+            "competes with data loading (the guide advises a separate disk)",
+            lines,
+        )
+    return passed("datasets and checkpoints on separate devices", lines)
+
+
+@check(
+    "storage.netfs",
+    "Network filesystems",
+    remediation="A network or parallel filesystem that does not answer hangs every job that "
+    "touches it: check the server and network, then `umount -l` and remount.",
+)
+def network_filesystems(facts: Facts, policy: Policy) -> Outcome:
+    found = facts.get(netfs)
+    if not found:
+        return skipped("no network or parallel filesystems mounted")
+    hung = [
+        f"{f.mount_point} ({f.fstype} from {f.source}): {f.status}"
+        for f in found
+        if f.status != "ok"
+    ]
+    lines = [
+        f"{f.mount_point} ({f.fstype} from {f.source})"
+        + (
+            f": {(f.free_bytes or 0) / GIB:.0f} of {f.size_bytes / GIB:.0f} GiB free"
+            if f.size_bytes
+            else ""
+        )
+        for f in found
+        if f.status == "ok"
+    ]
+    if hung:
+        # The doctor could not look (the mount hangs): an error naming it, not a verdict.
+        return Outcome(
+            Status.ERROR, f"{len(hung)} mount(s) did not answer: {hung[0]}", tuple(hung + lines)
+        )
+    return passed(f"{len(found)} mount(s) answer", lines)
+
+
+@check(
+    "storage.firmware",
+    "Firmware",
+    remediation="Update the firmware named (vendor tools: nvme fw-download and fw-commit, "
+    "mlxfwmanager).",
+)
+def firmware(facts: Facts, policy: Policy) -> Outcome:
+    items = [(f"{d.name} {d.model}", d.model, d.firmware) for d in facts.get(nvme)]
+    items += [
+        (f"{h.name} {h.hca_type or h.board_id}", f"{h.hca_type} {h.board_id}", h.fw_ver)
+        for h in facts.get(rdma_devices)
+    ]
+    if not items:
+        return skipped("no NVMe drive or RDMA NIC")
+    old, lines = [], []
+    for what, model, version in items:
+        lines.append(f"{what}: firmware {version or '?'}")
+        for rule in policy.firmware.minimums:
+            if rule.match.lower() in model.lower() and at_least(version, rule.min_version) is False:
+                old.append(f"{what}: {version} older than {rule.min_version}")
+    if old:
+        return warned(f"{len(old)} device(s) below the policy's firmware", old + lines)
+    return passed(f"{len(items)} device(s)", lines)

@@ -1,0 +1,61 @@
+"""Storage checks over every corpus /proc/mdstat (fixtures/corpus/mdstat, see SOURCES.md)
+and a hung network mount."""
+
+from __future__ import annotations
+
+import pytest
+
+from dldoctor.checks import storage
+from dldoctor.facts import Facts
+from dldoctor.facts.storage import NetFs, netfs
+from dldoctor.host.replay import ReplayHost
+from dldoctor.model import Status
+from dldoctor.policy import Policy
+from tests.bundlebuilder import BundleBuilder
+from tests.conftest import FIXTURES
+
+MDSTAT = FIXTURES / "corpus/mdstat"
+
+VERDICTS = {
+    "procfs-composite-many-states-reshape-check-imsm.txt": ("fail", "3 array(s) degraded or inactive"),
+    "pymdstat-01-empty-no-arrays.txt": ("skip", "no software RAID arrays"),
+    "pymdstat-02-raid5-md_d0-bitmap-clean.txt": ("pass", "1 array(s) clean"),
+    "pymdstat-04-raid1x3-plus-raid5-10disk-clean.txt": ("pass", "4 array(s) clean"),
+    "pymdstat-05-raid5-degraded-recovery-12pct.txt": ("warn", "1 array(s) rebuilding"),
+    "pymdstat-07-raid1-6way-failed-member-degraded.txt": ("fail", "1 array(s) degraded or inactive"),
+    "pymdstat-10-raid1-raid0-nvme-mixed-clean.txt": ("pass", "4 array(s) clean"),
+    "pymdstat-12-raid0-loop-devices.txt": ("pass", "1 array(s) clean"),
+    "pymdstat-14-raid0-trailing-space-personalities.txt": ("pass", "1 array(s) clean"),
+    "pymdstat-16-raid5-8disk-no-trailing-unused.txt": ("pass", "1 array(s) clean"),
+}  # fmt: skip
+
+
+def test_every_corpus_file_has_a_verdict():
+    assert sorted(p.name for p in MDSTAT.glob("*.txt")) == sorted(VERDICTS)
+
+
+@pytest.mark.parametrize("name", sorted(VERDICTS))
+def test_raid_verdict_per_corpus_mdstat(tmp_path, name):
+    b = BundleBuilder(tmp_path / "b").file("/proc/mdstat", (MDSTAT / name).read_bytes())
+    outcome = storage.raid(Facts(ReplayHost(str(b.root))), Policy())
+    assert (outcome.status.value, outcome.summary) == VERDICTS[name]
+
+
+def test_recovery_shows_progress_and_finish(tmp_path):
+    text = (MDSTAT / "pymdstat-05-raid5-degraded-recovery-12pct.txt").read_bytes()
+    b = BundleBuilder(tmp_path / "b").file("/proc/mdstat", text)
+    outcome = storage.raid(Facts(ReplayHost(str(b.root))), Policy())
+    assert outcome.details == (
+        "md127: active raid5 [6/5] [UUUUU_] — recovery 12.6%, about 128 min left",
+    )
+
+
+def test_a_hung_mount_is_an_error_naming_it():
+    hung = (NetFs("/mnt/lustre", "lustre", "10.0.0.1@o2ib:/fs", "timeout", None, None),
+            NetFs("/home", "nfs4", "nas:/home", "ok", 2**40, 2**39))  # fmt: skip
+    outcome = storage.network_filesystems(Facts.given({netfs: hung}), Policy())
+    assert outcome.status == Status.ERROR
+    assert (
+        outcome.summary
+        == "1 mount(s) did not answer: /mnt/lustre (lustre from 10.0.0.1@o2ib:/fs): timeout"
+    )
