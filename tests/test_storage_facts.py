@@ -462,9 +462,7 @@ def test_smartctl_json_permission_denied_has_no_values():
 
 
 def test_nvme_cli_1x_smart_log_real_sample():
-    got = st.parse_nvme_smart_log(
-        (OWN / "handwritten-nvme-cli-1.x-smart-log.json").read_text()
-    )
+    got = st.parse_nvme_smart_log((OWN / "handwritten-nvme-cli-1.x-smart-log.json").read_text())
     assert got == st.SmartHealth(
         "nvme-cli", critical_warning=0, media_errors=0, percent_used=4, available_spare=100,
         spare_threshold=10, passed=None, temperature_c=35)  # 308 K  # fmt: skip
