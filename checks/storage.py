@@ -42,6 +42,11 @@ def raid(facts: Facts, policy: Policy) -> Outcome:
         failed_members = ", ".join(m.name for m in a.failed_members)
         if failed_members:
             line += f"; failed: {failed_members}"
+        detail = md.details.get(a.name)
+        if detail is not None and detail.state:
+            line += f"; mdadm: {detail.state}"
+        elif md.sysfs.get(a.name, {}).get("array_state"):
+            line += f"; array_state {md.sysfs[a.name]['array_state']}"
         if a.state.startswith("inactive"):
             broken.append(f"{line} — its data is not available")
         elif a.degraded and not (a.sync and a.sync.action in ("recovery", "reshape")):

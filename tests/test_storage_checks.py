@@ -59,3 +59,13 @@ def test_a_hung_mount_is_an_error_naming_it():
         outcome.summary
         == "1 mount(s) did not answer: /mnt/lustre (lustre from 10.0.0.1@o2ib:/fs): timeout"
     )
+
+
+def test_mdadm_detail_state_is_shown_when_mdadm_answers(tmp_path):
+    mdstat = "Personalities : [raid1]\nmd2 : active raid1 sdb1[1] sda1[0]\n      1000 blocks [2/2] [UU]\n\nunused devices: <none>\n"
+    detail = (FIXTURES / "corpus/mdadm-detail/insights-mdadm-d-content-md2.txt").read_text()
+    b = BundleBuilder(tmp_path / "b").file("/proc/mdstat", mdstat)
+    b.command(["mdadm", "--detail", "/dev/md2"], detail)
+    outcome = storage.raid(Facts(ReplayHost(str(b.root))), Policy())
+    assert outcome.status == Status.PASS
+    assert outcome.details[0].startswith("md2: active raid1 [2/2] [UU]; mdadm: ")
