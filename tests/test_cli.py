@@ -95,6 +95,13 @@ def test_only_and_skip_by_category_and_id():
     )
 
 
+def test_skips_are_counted_unless_verbose():
+    plain = run_dldoctor("--check", "--from", HEALTHY, "--color", "never").stdout
+    assert "[-]" not in plain and "not applicable here (-v lists them" in plain
+    verbose = run_dldoctor("--check", "-v", "--from", HEALTHY, "--color", "never").stdout
+    assert "[-] NVIDIA driver:" in verbose
+
+
 def test_verbose_shows_details_evidence_and_timings():
     out = run_dldoctor("--check", "-v", "--from", HEALTHY, "--color", "never").stdout
     assert "evidence: read /proc/meminfo" in out

@@ -46,8 +46,16 @@ def render_text(
     )
     console.print(f"[bold]dldoctor {escape(report.tool.get('version', ''))}[/] {escape(head)}")
     console.print()
-    for f in report.findings:
+    shown = [f for f in report.findings if verbose or f.status != Status.SKIP]
+    for f in shown:
         _finding(console, f, verbose, unicode, escape)
+    hidden = len(report.findings) - len(shown)
+    if hidden:
+        # Most checks do not apply to a given host (no InfiniBand, no RAID, ...): listing
+        # each skip buries the findings that matter.
+        console.print(
+            f"[dim]{hidden} check(s) not applicable here (-v lists them with the reason)[/]"
+        )
     console.print()
     console.print(_footer(report, unicode))
 
