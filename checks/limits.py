@@ -37,19 +37,37 @@ def memlock(facts: Facts, policy: Policy) -> Outcome:
         if proc
         else "this process: unknown"
     ]
-    limited = [] if proc is None or soft is None else [f"this process ({shown(soft, 'bytes')})"]
-    for entry in facts.get(configured_limits).entries:
-        if entry.item == "memlock":
-            details.append(
-                f"{entry.file}:{entry.line}: {entry.domain} {entry.type} memlock {entry.raw}"
-            )
+    entries = [e for e in facts.get(configured_limits).entries if e.item == "memlock"]
+    for entry in entries:
+        details.append(
+            f"{entry.file}:{entry.line}: {entry.domain} {entry.type} memlock {entry.raw}"
+        )
+    # limits.conf's wildcard does not apply to root (limits.conf(5)): a doctor run by root
+    # from ssh or a timer can be limited while every user's job is not.
+    wildcard_unlimited = any(e.domain == "*" and e.value is None for e in entries)
+    wildcard_limited = any(e.value is not None for e in entries)
+    process_limited = proc is not None and soft is not None
+    limited = []
+    if process_limited and (wildcard_limited or not wildcard_unlimited):
+        limited.append(f"this process ({shown(soft, 'bytes')})")
+    elif process_limited:
+        details.append(
+            "this process is limited, but limits.d makes users' sessions unlimited "
+            "(the wildcard does not apply to root)"
+        )
     units = facts.get(systemd_limits)
+    present = {u.unit for u in units.units}
     for unit in units.units:
         value = unit.limits.get("memlock", None)
         if "memlock" in unit.limits:
             details.append(f"{unit.unit}: LimitMEMLOCK {shown(value, 'bytes')}")
-            if value is not None:
-                limited.append(f"{unit.unit} ({shown(value, 'bytes')})")
+        # Jobs inherit from slurmd and from containerd (containers are its children, not
+        # dockerd's); kubelet starts no job processes.
+        judged = unit.unit in ("slurmd.service", "containerd.service") or (
+            unit.unit == "docker.service" and "containerd.service" not in present
+        )
+        if judged and "memlock" in unit.limits and value is not None:
+            limited.append(f"{unit.unit} ({shown(value, 'bytes')})")
     if limited:
         return warned(
             f"memlock is limited for {', '.join(limited)} on a host with RDMA ({', '.join(hcas)})",
@@ -72,6 +90,12 @@ def nofile(facts: Facts, policy: Policy) -> Outcome:
     soft, hard = proc
     want = policy.limits.min_nofile
     summary = f"soft {shown(soft)}, hard {shown(hard)}"
+    # A job raises its own soft limit up to the hard one (Python's resource module, ulimit -n):
+    # the hard limit is the ceiling that matters.
+    if hard is not None and hard < want:
+        return warned(f"{summary}: the hard limit is below {want}")
     if soft is not None and soft < want:
-        return warned(f"{summary}: below {want}")
+        return passed(
+            summary, [f"the soft limit is below {want}; jobs can raise it to the hard limit"]
+        )
     return passed(summary)

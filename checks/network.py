@@ -4,19 +4,30 @@ error counters."""
 from __future__ import annotations
 
 from dldoctor.facts import Facts
+from dldoctor.facts.kmod import modules
 from dldoctor.facts.pci import NVIDIA, pci_devices
 from dldoctor.facts.rdma import RdmaPort, gpudirect, rdma_devices
-from dldoctor.facts.system import container, environ
+from dldoctor.facts.system import container, environ, kernel
 from dldoctor.model import Outcome, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
+from dldoctor.versions import at_least
 
 ROCE_MTU = 4200  # port MTU that lets RoCE use a 4096-byte active MTU
-ERROR_COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors")
+# Counters since the last reset, and what is worth a warning: a switch reboot or a few
+# symbol errors over months of uptime are normal.
+ERROR_COUNTERS = {
+    "symbol_error": 10,
+    "link_downed": 5,
+    "link_error_recovery": 5,
+    "port_rcv_errors": 100,
+}
 
 
 def ports(facts: Facts, *, roce: bool) -> list[RdmaPort]:
-    return [p for d in facts.get(rdma_devices) for p in d.ports if p.roce == roce]
+    # iWARP adapters (an E810 whose irdma driver loaded in its default mode) are RDMA
+    # devices too, but neither InfiniBand nor RoCE: none of these checks apply to them.
+    return [p for d in facts.get(rdma_devices) if not d.iwarp for p in d.ports if p.roce == roce]
 
 
 def name(p: RdmaPort) -> str:
@@ -40,7 +51,19 @@ def ib_state(facts: Facts, policy: Policy) -> Outcome:
     ]
     init = [f"{name(p)}: INIT — no subnet manager" for p in ib if p.state == "INIT"]
     down_ports = [p for p in ib if p.state not in ("ACTIVE", "INIT")]
-    down = [f"{name(p)}: {p.state} ({p.phys_state})" for p in down_ports]
+    # The second port of a dual-port HCA is often left unplugged: a down port beside an
+    # ACTIVE one is a note; a device with no ACTIVE port at all is a warning.
+    active_devices = {p.device for p in ib if p.state == "ACTIVE"}
+    down = [
+        f"{name(p)}: {p.state} ({p.phys_state})"
+        for p in down_ports
+        if p.device not in active_devices
+    ]
+    spare = [
+        f"{name(p)}: {p.state} ({p.phys_state}), beside an ACTIVE port"
+        for p in down_ports
+        if p.device in active_devices
+    ]
     must = [
         f"{name(p)}: {p.state} ({p.phys_state}), expected ACTIVE"
         for p in down_ports
@@ -60,7 +83,8 @@ def ib_state(facts: Facts, policy: Policy) -> Outcome:
             remediation="List the ports that must be up in the policy's "
             "[network] ib_ports; check cables of those that should be.",
         )
-    return passed(f"{len(ib)} InfiniBand port(s) ACTIVE", lines)
+    active = sum(1 for p in ib if p.state == "ACTIVE")
+    return passed(f"{active} InfiniBand port(s) ACTIVE", lines + spare)
 
 
 @check(
@@ -96,13 +120,22 @@ def ib_errors(facts: Facts, policy: Policy) -> Outcome:
     counted = [p for p in every if p.counters]
     if not counted:
         return skipped("no RDMA port counters")
-    bad = []
+    bad, some = [], []
     for p in counted:
-        found = [f"{c} {p.counters[c]}" for c in ERROR_COUNTERS if p.counters.get(c)]
-        if found:
-            bad.append(f"{name(p)}: {', '.join(found)}")
+        over = [
+            f"{c} {p.counters[c]}"
+            for c, limit in ERROR_COUNTERS.items()
+            if p.counters.get(c, 0) > limit
+        ]
+        few = [f"{c} {p.counters[c]}" for c in ERROR_COUNTERS if p.counters.get(c)]
+        if over:
+            bad.append(f"{name(p)}: {', '.join(over)}")
+        elif few:
+            some.append(f"{name(p)}: {', '.join(few)}")
     if bad:
-        return warned(f"error counters on {len(bad)} port(s) since the last reset", bad)
+        return warned(f"error counters high on {len(bad)} port(s) since the last reset", bad + some)
+    if some:
+        return passed(f"a few link errors on {len(some)} port(s) (below the thresholds)", some)
     return passed(f"no link errors on {len(counted)} port(s)")
 
 
@@ -117,7 +150,17 @@ def roce(facts: Facts, policy: Policy) -> Outcome:
     eth = ports(facts, roce=True)
     if not eth:
         return skipped("no RoCE (Ethernet link layer) port")
-    index = facts.get(environ).get("NCCL_IB_GID_INDEX", "").strip()
+    env = facts.get(environ)
+    named = env.get("NCCL_IB_HCA", "")
+    if ports(facts, roce=False) and not any(p.device in named for p in eth):
+        # An InfiniBand fabric plus an Ethernet NIC (front end, storage): NCCL uses the
+        # InfiniBand ports, so the Ethernet one is not held to RoCE's rules.
+        return skipped(
+            "InfiniBand carries the fabric; Ethernet RDMA ports are not named in NCCL_IB_HCA",
+            [f"{name(p)} ({p.netdev})" for p in eth],
+        )
+    index = env.get("NCCL_IB_GID_INDEX", "").strip()
+    mtu_low: list[str] = []
     problems, lines = [], []
     for p in eth:
         v2 = [g for g in p.gids if g.type == "RoCE v2" and not g.link_local]
@@ -128,14 +171,20 @@ def roce(facts: Facts, policy: Policy) -> Outcome:
         if not v2:
             problems.append(f"{name(p)}: no routable RoCE v2 GID")
         if p.mtu is not None and p.mtu < ROCE_MTU:
-            problems.append(f"{name(p)}: {p.netdev} MTU {p.mtu} (needs ≥ {ROCE_MTU})")
+            mtu_low.append(f"{name(p)}: {p.netdev} MTU {p.mtu} (needs ≥ {ROCE_MTU})")
         if index:
             chosen = next((g for g in p.gids if str(g.index) == index), None)
             if chosen is None or chosen.type != "RoCE v2":
                 what = chosen.type if chosen else "empty"
                 problems.append(f"{name(p)}: NCCL_IB_GID_INDEX={index} is {what}, not RoCE v2")
     if problems:
-        return failed(f"{len(problems)} RoCE problem(s)", problems + lines)
+        return failed(f"{len(problems)} RoCE problem(s)", problems + mtu_low + lines)
+    if mtu_low:
+        return warned(
+            f"MTU below {ROCE_MTU} on {len(mtu_low)} RoCE port(s): the active MTU "
+            "cannot reach 4096",
+            mtu_low + lines,
+        )
     return passed(f"{len(eth)} RoCE port(s) with RoCE v2 GIDs and MTU ≥ {ROCE_MTU}", lines)
 
 
@@ -157,13 +206,22 @@ def gpu_direct(facts: Facts, policy: Policy) -> Outcome:
         *gd.notes,
     ]
     if facts.get(container).in_container and not gd.uverbs:
-        return failed(
-            "RDMA devices on the host, but no /dev/infiniband/uverbs* in this container", details
+        # Many containers are single-node on purpose; a multi-node one needs the devices.
+        return warned(
+            "RDMA devices on the host, but no /dev/infiniband/uverbs* in this container: "
+            "multi-node jobs here fall back to TCP",
+            details,
         )
     if not gd.modules_readable:
         return skipped("the loaded modules are not readable", details)
+    mods = facts.get(modules)
+    if not gd.peermem and mods.nvidia_open and at_least(facts.get(kernel).release, "5.12"):
+        return passed(
+            "no nvidia_peermem, but the open GPU kernel modules on kernel ≥ 5.12 give NCCL "
+            "the DMA-BUF path",
+            details,
+        )
     if not gd.peermem:
-        # NCCL can also use DMA-BUF (kernel >= 5.12 with the open GPU modules): a warning.
         return warned(
             "nvidia_peermem is not loaded: GPUDirect RDMA only works through "
             "DMA-BUF (open kernel modules, recent NCCL)",

@@ -6,6 +6,7 @@ from dldoctor.checks.pci import endpoints, kind
 from dldoctor.facts import Facts
 from dldoctor.facts.numa import numa_topology
 from dldoctor.facts.pcie import PcieLink, pcie_links
+from dldoctor.facts.system import container
 from dldoctor.model import Outcome, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
@@ -78,6 +79,10 @@ def locality(facts: Facts, policy: Policy) -> Outcome:
             table.append(
                 f"GPU {gpu.address} shares NUMA node {gpu.numa_node} with NIC {', '.join(same)}"
             )
+    if unknown and facts.get(container).virtualization:
+        return passed(
+            f"{len(gpus)} GPU(s) in a VM that does not expose NUMA locality", unknown + table
+        )
     if unknown:
         return warned(
             f"{len(unknown)} device(s) without a NUMA node on a {len(topo.cpu_nodes)}-node machine",

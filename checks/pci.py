@@ -10,6 +10,7 @@ from dldoctor.facts import Facts
 from dldoctor.facts.acs import bridges_between, iommu, pci_acs
 from dldoctor.facts.net import interfaces
 from dldoctor.facts.pcie import PcieLink, PcieLinks, bandwidth_limits, pcie_links
+from dldoctor.facts.system import container
 from dldoctor.model import Outcome, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
@@ -24,7 +25,12 @@ KINDS = (
 )
 
 
+GPU_VENDORS = ("10de", "1002")  # NVIDIA, AMD; a BMC's ASPEED/Matrox VGA is no GPU
+
+
 def kind(link: PcieLink) -> str:
+    if link.class_code.startswith("03") and link.vendor not in GPU_VENDORS:
+        return "display controller"
     return next((name for prefix, name in KINDS if link.class_code.startswith(prefix)), "device")
 
 
@@ -38,6 +44,12 @@ def link_limit(links: PcieLinks, link: PcieLink) -> int | None:
     port = links.get(link.upstream[0]) if link.upstream else None
     widths = [w for w in (link.max_width, port.max_width if port else None) if w]
     return min(widths) if widths else None
+
+
+def switch_upstream_ports(links: PcieLinks) -> set[str]:
+    """Ports that are a switch's upstream side. Above a device the chain alternates:
+    downstream port, upstream port, ..., root port (last): the odd positions."""
+    return {x.upstream[i] for x in endpoints(links) for i in range(1, len(x.upstream) - 1, 2)}
 
 
 def label(link: PcieLink) -> str:
@@ -55,12 +67,13 @@ def link_width(facts: Facts, policy: Policy) -> Outcome:
     if not links.readable:
         return skipped("the PCI bus is not readable", links.notes)
     # Each link is judged once, from its lower end: a device, or a switch's upstream port.
-    # A root port's own width describes the link below it (judged with the device there),
-    # so a root port at x4 of x8 above an x4 NVMe drive is not narrowed.
+    # A root or downstream port's own width describes the link below it (judged with the
+    # device there), so a root port at x4 of x8 above an x4 NVMe drive is not narrowed.
+    upstream_ports = switch_upstream_ports(links)
     judged = [
         x
         for x in links.links
-        if x.current_width and x.max_width and (not x.is_bridge or x.upstream)
+        if x.current_width and x.max_width and (not x.is_bridge or x.address in upstream_ports)
     ]
     devices = [x for x in judged if not x.is_bridge]
     if not devices:
@@ -79,6 +92,13 @@ def link_width(facts: Facts, policy: Policy) -> Outcome:
     if degraded:
         return failed(
             f"{len(degraded)} link(s) trained narrower than they can be", degraded + narrow_slot
+        )
+    if narrow_slot and facts.get(container).virtualization:
+        # A VM's virtual root ports often advertise x1: the guest cannot see the real slot.
+        return passed(
+            f"{len(devices)} device(s); the VM's virtual slots report narrower "
+            "widths than the devices",
+            narrow_slot + lines,
         )
     if narrow_slot:
         return warned(
@@ -102,9 +122,12 @@ def link_speed(facts: Facts, policy: Policy) -> Outcome:
         return skipped("no device reports a link speed")
     slow, idle = [], []
     for dev in devices:
-        if dev.current_gts >= dev.max_gts:
+        port = links.get(dev.upstream[0]) if dev.upstream else None
+        # A Gen5 card in a Gen4 slot runs at Gen4: that is the slot, not a fault.
+        limit = min(x for x in (dev.max_gts, port.max_gts if port else None) if x)
+        if dev.current_gts >= limit:
             continue
-        what = f"{kind(dev)} {dev.address}: {dev.current_gts:g} of {dev.max_gts:g} GT/s"
+        what = f"{kind(dev)} {dev.address}: {dev.current_gts:g} of {limit:g} GT/s"
         # GPUs drop their link to 2.5 GT/s when idle (power saving) and come back under
         # load: a slow idle GPU link is normal, a slow NIC or NVMe link is not.
         (idle if kind(dev) == "GPU" else slow).append(what)
@@ -130,12 +153,28 @@ def bandwidth_limited(facts: Facts, policy: Policy) -> Outcome:
         return skipped("the kernel log is not readable", found.notes)
     if not found.limits:
         return passed("the kernel reported no PCIe bandwidth limits this boot", found.notes)
-    lines = [
-        f"{x.device}: {x.available_gbps:g} of {x.capable_gbps:g} Gb/s, limited by the "
-        f"x{x.limited_by_width} link at {x.at}"
-        for x in found.limits
-    ]
-    return warned(f"{len(lines)} device(s) came up with limited PCIe bandwidth", lines)
+    links = facts.get(pcie_links)
+    narrowed, by_slot = [], []
+    for x in found.limits:
+        line = (
+            f"{x.device}: {x.available_gbps:g} of {x.capable_gbps:g} Gb/s, limited by the "
+            f"{x.limited_by_gts or '?'} GT/s x{x.limited_by_width} link at {x.at}"
+        )
+        port = links.get(x.at)
+        # The limiting port runs at its own maximum: the slot is slower than the card.
+        at_max = bool(
+            port is not None
+            and port.max_width
+            and port.max_gts
+            and x.limited_by_width >= port.max_width
+            and (x.limited_by_gts or 0) >= port.max_gts
+        )
+        (by_slot if at_max else narrowed).append(line)
+    if narrowed:
+        return warned(
+            f"{len(narrowed)} device(s) came up with limited PCIe bandwidth", narrowed + by_slot
+        )
+    return passed(f"{len(by_slot)} device(s) limited by their slot, as wired", by_slot)
 
 
 @check(
@@ -184,7 +223,9 @@ def acs(facts: Facts, policy: Policy) -> Outcome:
     # bridge -> the GPU/NIC pairs whose peer-to-peer route crosses it
     crossing: dict[str, list[str]] = {}
     for a, b in combinations(peers, 2):
-        for bridge in bridges_between(a.upstream, b.upstream, include_roots=True):
+        # Only switch ports count: with an IOMMU on, the kernel sets redirect on every root
+        # port, and traffic between root ports crosses the root complex anyway.
+        for bridge in bridges_between(a.upstream, b.upstream):
             if bridge in redirecting:
                 crossing.setdefault(bridge, []).append(f"{a.address} ↔ {b.address}")
     if crossing:

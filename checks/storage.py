@@ -13,6 +13,7 @@ from dldoctor.registry import check
 from dldoctor.versions import at_least
 
 GIB = 1024**3
+READ_ONLY_FS = ("squashfs", "erofs", "iso9660", "cramfs", "udf")
 
 
 def where_mounted(facts: Facts, name: str) -> str:
@@ -38,6 +39,11 @@ def raid(facts: Facts, policy: Policy) -> Outcome:
         return skipped("no software RAID arrays", md.notes)
     broken, rebuilding, lines = [], [], []
     for a in md.mdstat.arrays:
+        if a.metadata in ("external:imsm", "external:ddf"):
+            # A firmware-RAID container (Intel VROC/RST, DDF) is always "inactive": the
+            # volumes inside it (external:/mdN/...) are what holds data, and are judged.
+            lines.append(f"{a.name}: {a.metadata.split(':')[1].upper()} container")
+            continue
         line = describe(a) + where_mounted(facts, a.name)
         failed_members = ", ".join(m.name for m in a.failed_members)
         if failed_members:
@@ -120,6 +126,11 @@ def space_lines(
     full, low, unknown, lines = [], [], [], []
     st = policy.storage
     for s in spaces:
+        if s.fstype in READ_ONLY_FS:
+            lines.append(
+                f"{s.path} ({s.mount_point}, {s.fstype}): read-only image, no free space by design"
+            )
+            continue
         if s.answer_status != "ok" or not s.size_bytes:
             if s.answer_status not in ("missing", "ok"):
                 unknown.append(f"{s.path}: {', '.join(s.notes) or s.answer_status}")
@@ -199,10 +210,11 @@ def network_filesystems(facts: Facts, policy: Policy) -> Outcome:
     found = facts.get(netfs)
     if not found:
         return skipped("no network or parallel filesystems mounted")
+    # Permission denied (a user's FUSE mount, Kerberos NFS without a ticket) is an answer.
     hung = [
         f"{f.mount_point} ({f.fstype} from {f.source}): {f.status}"
         for f in found
-        if f.status != "ok"
+        if f.status in ("timeout", "error")
     ]
     lines = [
         f"{f.mount_point} ({f.fstype} from {f.source})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dldoctor.checks import network, thermal
 from dldoctor.facts import Facts
 from dldoctor.facts import gpu as g
+from dldoctor.facts.kmod import Modules, modules
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import PciBus, PciDevice, pci_devices
 from dldoctor.facts.rdma import (
@@ -16,7 +17,7 @@ from dldoctor.facts.rdma import (
     gpudirect,
     rdma_devices,
 )
-from dldoctor.facts.system import Container, container, environ
+from dldoctor.facts.system import Container, Kernel, container, environ, kernel
 from dldoctor.host import LiveHost
 from dldoctor.model import Status
 from dldoctor.policy import NetworkPolicy, Policy
@@ -55,11 +56,17 @@ def devices(*ports):
     return RdmaDevices((RdmaDevice("mlx5_0", "28.39.1002", "MT_0000000838", "MT4129", "", ports),))
 
 
-def test_port_in_init_fails_and_an_unused_down_port_only_warns():
+def test_port_in_init_fails_and_an_unused_down_port_is_judged_by_its_sibling():
     init = network.ib_state(Facts.given({rdma_devices: devices(ib(state="INIT"))}), Policy())
     assert init.status == Status.FAIL and "no subnet manager" in init.details[0]
+    # The unplugged second port of a dual-port HCA whose first port is ACTIVE: a note.
     spare = devices(ib(), ib(port=2, state="DOWN", phys="Polling"))
-    assert network.ib_state(Facts.given({rdma_devices: spare}), Policy()).status == Status.WARN
+    outcome = network.ib_state(Facts.given({rdma_devices: spare}), Policy())
+    assert outcome.status == Status.PASS and "beside an ACTIVE port" in outcome.details[-1]
+    # An HCA with no ACTIVE port at all: a warning.
+    dead = devices(ib(state="DOWN", phys="Polling"))
+    assert network.ib_state(Facts.given({rdma_devices: dead}), Policy()).status == Status.WARN
+    # A port the site says must be up: a failure.
     pinned = Policy(network=NetworkPolicy(ib_ports=("mlx5_0:2",)))
     assert network.ib_state(Facts.given({rdma_devices: spare}), pinned).status == Status.FAIL
 
@@ -82,20 +89,35 @@ def test_roce_needs_a_v2_gid_an_mtu_and_a_matching_gid_index():
     assert outcome.status == Status.FAIL
     assert outcome.details[:3] == (
         "mlx5_0:1: no routable RoCE v2 GID",
-        "mlx5_0:1: ens1f0 MTU 1500 (needs ≥ 4200)",
         "mlx5_0:1: NCCL_IB_GID_INDEX=0 is RoCE v1, not RoCE v2",
+        "mlx5_0:1: ens1f0 MTU 1500 (needs ≥ 4200)",
     )
+    # The MTU alone is a warning: RoCE works, slower.
+    low = Facts.given({rdma_devices: devices(roce_port(mtu=1500)), environ: {}})
+    assert network.roce(low, Policy()).status == Status.WARN
+    # An Ethernet RDMA NIC beside an InfiniBand fabric is not held to RoCE's rules.
+    both = RdmaDevices(devices(ib()) + devices(roce_port(mtu=1500, gids=v1_only)))
+    mixed = Facts.given({rdma_devices: both, environ: {}})
+    assert network.roce(mixed, Policy()).status == Status.SKIP
 
 
 def test_gpudirect_without_peermem_and_a_container_without_devices():
     gpu_bus = PciBus((PciDevice("0000:18:00.0", "10de", "2330", "030200", "nvidia"),))
-    base = {rdma_devices: devices(ib()), pci_devices: gpu_bus, container: Container(False, "")}
+    base = {rdma_devices: devices(ib()), pci_devices: gpu_bus, container: Container(False, ""),
+            modules: Modules(frozenset({"nvidia"}), True, "550.54.15"),
+            kernel: Kernel("5.15.0-105-generic", (5, 15, 0))}  # fmt: skip
     without = {**base, gpudirect: GpuDirect(dev_infiniband=("uverbs0",))}
     assert network.gpu_direct(Facts.given(without), Policy()).status == Status.WARN
     loaded = {**base, gpudirect: GpuDirect(peermem="nvidia_peermem", dev_infiniband=("uverbs0",))}
     assert network.gpu_direct(Facts.given(loaded), Policy()).status == Status.PASS
     boxed = {**loaded, container: Container(True, "docker"), gpudirect: GpuDirect("nvidia_peermem")}
-    assert network.gpu_direct(Facts.given(boxed), Policy()).status == Status.FAIL
+    assert network.gpu_direct(Facts.given(boxed), Policy()).status == Status.WARN
+    # The open GPU modules on kernel >= 5.12 give NCCL DMA-BUF: no peermem needed.
+    dmabuf = {
+        **without,
+        modules: Modules(frozenset({"nvidia"}), True, "580.65.06", nvidia_open=True),
+    }
+    assert network.gpu_direct(Facts.given(dmabuf), Policy()).status == Status.PASS
 
 
 def h100(**kw):

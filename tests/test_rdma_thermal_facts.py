@@ -208,7 +208,6 @@ def test_rdma_devices_corpus():
         assert (p.netdev, p.mtu, p.gids, p.notes, p.roce) == ("", None, (), (), False)
 
     assert ports["hfi1_0", 1].counters == HFI1_COUNTERS
-    assert ports["hfi1_0", 1].hw_counters == {}
     m41, m42 = ports["mlx4_0", 1].counters, ports["mlx4_0", 2].counters
     assert (m41["port_xmit_wait"], m41["port_xmit_data"], m41["port_rcv_packets"]) == (
         3599,
@@ -225,16 +224,10 @@ def test_rdma_devices_corpus():
         10907922116,
         2880761508848,
     )
-    assert len(m5.counters) == 21 and len(m5.hw_counters) == 25
-    assert {k: m5.hw_counters[k] for k in (
-        "local_ack_timeout_err", "out_of_sequence", "packet_seq_err", "req_cqe_error",
-        "resp_cqe_error", "roce_adp_retrans", "roce_slow_restart_cnps", "lifespan")} == {
-        "local_ack_timeout_err": 131, "out_of_sequence": 1, "packet_seq_err": 1,
-        "req_cqe_error": 3481, "resp_cqe_error": 8109, "roce_adp_retrans": 99,
-        "roce_slow_restart_cnps": 131, "lifespan": 10}  # fmt: skip
+    assert len(m5.counters) == 21  # hw_counters are not read: no check uses them
     for (device, port), p in ports.items():  # every counter file, read here independently
         folder = IB_CLASS / device / "ports" / str(port)
-        for kind, got in (("counters", p.counters), ("hw_counters", p.hw_counters)):
+        for kind, got in (("counters", p.counters),):
             files = sorted((folder / kind).iterdir()) if (folder / kind).is_dir() else []
             assert got == {f.name: int(f.read_text()) for f in files}
             for name in ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors"):
@@ -322,7 +315,6 @@ def test_roce_port(tmp_path):
     routable_v2 = [g.index for g in port.gids if g.type == "RoCE v2" and g.ipv4]
     assert routable_v2 == [3]
     assert port.counters == {"link_downed": 2, "symbol_error": 0}
-    assert port.hw_counters == {"np_cnp_sent": 12, "out_of_sequence": 7}
     assert port.notes == () and device.notes == ()
     # Attributes of unused slots are never read (the kernel would answer EINVAL).
     assert not any("gid_attrs/types/5" in k for k in keys(facts, rdma_devices))

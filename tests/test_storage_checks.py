@@ -17,7 +17,7 @@ from tests.conftest import FIXTURES
 MDSTAT = FIXTURES / "corpus/mdstat"
 
 VERDICTS = {
-    "procfs-composite-many-states-reshape-check-imsm.txt": ("fail", "3 array(s) degraded or inactive"),
+    "procfs-composite-many-states-reshape-check-imsm.txt": ("fail", "2 array(s) degraded or inactive"),
     "pymdstat-01-empty-no-arrays.txt": ("skip", "no software RAID arrays"),
     "pymdstat-02-raid5-md_d0-bitmap-clean.txt": ("pass", "1 array(s) clean"),
     "pymdstat-04-raid1x3-plus-raid5-10disk-clean.txt": ("pass", "4 array(s) clean"),
@@ -69,3 +69,35 @@ def test_mdadm_detail_state_is_shown_when_mdadm_answers(tmp_path):
     outcome = storage.raid(Facts(ReplayHost(str(b.root))), Policy())
     assert outcome.status == Status.PASS
     assert outcome.details[0].startswith("md2: active raid1 [2/2] [UU]; mdadm: ")
+
+
+def test_an_imsm_container_is_not_an_inactive_array(tmp_path):
+    # Intel VROC/RST: the container (external:imsm) is always "inactive"; the volume inside
+    # it (external:/md127/0) is the array. Written in md_seq_show()'s format.
+    text = (
+        "Personalities : [raid1]\n"
+        "md126 : active raid1 sda[1] sdb[0]\n"
+        "      488383488 blocks super external:/md127/0 [2/2] [UU]\n\n"
+        "md127 : inactive sdb[1](S) sda[0](S)\n"
+        "      5288 blocks super external:imsm\n\n"
+        "unused devices: <none>\n"
+    )
+    b = BundleBuilder(tmp_path / "b").file("/proc/mdstat", text)
+    outcome = storage.raid(Facts(ReplayHost(str(b.root))), Policy())
+    assert outcome.status == Status.PASS
+    assert "md127: IMSM container" in outcome.details
+
+
+def test_read_only_images_and_refused_mounts_are_not_problems():
+    from dldoctor.facts.storage import Space, space
+
+    image = Space("/datasets/imagenet", "/datasets/imagenet", "squashfs", "7:0", 131 * 2**30, 0,
+                  None, None, "ok")  # fmt: skip
+    outcome = storage.free_space(Facts.given({space: (image,)}), Policy())
+    assert outcome.status == Status.PASS and "read-only image" in outcome.details[0]
+    refused = (
+        NetFs("/home/alice/remote", "fuse.sshfs", "alice@box:", "permission_denied", None, None),
+    )
+    assert (
+        storage.network_filesystems(Facts.given({netfs: refused}), Policy()).status == Status.PASS
+    )

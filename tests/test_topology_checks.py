@@ -8,6 +8,7 @@ from dldoctor.checks import cpu, numa, pci
 from dldoctor.facts import Facts
 from dldoctor.facts.cpu import CpuFrequency, cpu_frequency
 from dldoctor.facts.pcie import PcieLink, PcieLinks, pcie_links, read_link_files
+from dldoctor.facts.system import Container, container
 from dldoctor.host import LiveHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
@@ -72,3 +73,94 @@ def test_governor_other_than_performance_warns():
     assert outcome.summary == "not performance: performance on 4 CPU(s), powersave on 60 CPU(s)"
     none = CpuFrequency({}, "", "")
     assert cpu.governor(Facts.given({cpu_frequency: none}), Policy()).status == Status.SKIP
+
+
+def link(address, klass, cur_w, max_w, upstream=(), vendor="15b3", cur=16.0, top=16.0):
+    return PcieLink(address, vendor, "0000", klass, "", cur, top, cur_w, max_w, tuple(upstream),
+                    None, None, None, None, "")  # fmt: skip
+
+
+def test_a_downstream_port_is_judged_by_the_device_below_it():
+    # Root port -> switch upstream port -> downstream port (x16 capable) -> x4 NVMe drive.
+    rp = link("0000:00:01.0", "060400", 16, 16)
+    usp = link("0000:16:00.0", "060400", 16, 16, [rp.address])
+    dsp = link("0000:17:02.0", "060400", 4, 16, [usp.address, rp.address])
+    nvme = link("0000:19:00.0", "010802", 4, 4, [dsp.address, usp.address, rp.address])
+    facts = Facts.given(
+        {pcie_links: PcieLinks((rp, usp, dsp, nvme)), container: Container(False, "")}
+    )
+    assert pci.link_width(facts, Policy()).status == Status.PASS
+    # The switch's own uplink trained down is a real fault:
+    narrowed = replace(usp, current_width=8)
+    facts = Facts.given({pcie_links: PcieLinks((rp, narrowed, dsp, nvme)),
+                         container: Container(False, "")})  # fmt: skip
+    outcome = pci.link_width(facts, Policy())
+    assert (
+        outcome.status == Status.FAIL and outcome.details[0] == "port 0000:16:00.0: x8, can be x16"
+    )
+
+
+def test_a_gen5_card_in_a_gen4_slot_is_not_slow():
+    rp = link("0000:30:01.0", "060400", 16, 16, cur=16.0, top=16.0)
+    nic = link("0000:31:00.0", "020000", 16, 16, [rp.address], cur=16.0, top=32.0)
+    assert (
+        pci.link_speed(Facts.given({pcie_links: PcieLinks((rp, nic))}), Policy()).status
+        == Status.PASS
+    )
+
+
+def test_a_bmc_vga_is_not_a_gpu():
+    vga = link("0000:03:00.0", "030000", 1, 1, vendor="1a03")
+    assert pci.kind(vga) == "display controller"
+    h100 = link("0000:18:00.0", "030200", 16, 16, vendor="10de")
+    assert pci.kind(h100) == "GPU"
+
+
+def test_redirect_on_root_ports_alone_is_not_a_failure():
+    from dldoctor.facts.acs import AcsReport, AcsState, pci_acs
+
+    gpus = (link("0000:18:00.0", "030200", 16, 16, ["0000:00:01.0"], vendor="10de"),
+            link("0000:28:00.0", "030200", 16, 16, ["0000:00:02.0"], vendor="10de"))  # fmt: skip
+    redirect = frozenset({"SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"})
+    report = AcsReport(True, False, tuple(AcsState(a, "PCI bridge", redirect, redirect)
+                                          for a in ("0000:00:01.0", "0000:00:02.0")))  # fmt: skip
+    facts = Facts.given({pcie_links: PcieLinks(gpus), pci_acs: report})
+    assert pci.acs(facts, Policy()).status == Status.PASS
+
+
+def test_memlock_judges_the_launchers_jobs_inherit_from():
+    from dldoctor.checks import limits
+    from dldoctor.facts.limits import (
+        ConfiguredLimits,
+        ProcessLimits,
+        SystemdLimits,
+        UnitLimits,
+        configured_limits,
+        process_limits,
+        systemd_limits,
+    )  # fmt: skip
+    from dldoctor.facts.net import Interfaces, interfaces
+
+    units = SystemdLimits(True, {}, (UnitLimits("docker.service", {"memlock": 8 << 20}),
+                                     UnitLimits("containerd.service", {"memlock": None}),
+                                     UnitLimits("kubelet.service", {"memlock": 8 << 20})))  # fmt: skip
+    facts = Facts.given({
+        process_limits: ProcessLimits({"memlock": (None, None)}),
+        configured_limits: ConfiguredLimits((), ()),
+        systemd_limits: units,
+        interfaces: Interfaces(infiniband=("mlx5_0",)),
+    })  # fmt: skip
+    # Containers are containerd's children (unlimited); docker.service and kubelet are not judged.
+    assert limits.memlock(facts, Policy()).status == Status.PASS
+
+
+def test_nofile_judges_the_hard_limit():
+    from dldoctor.checks import limits
+    from dldoctor.facts.limits import ProcessLimits, process_limits
+
+    def verdict(soft, hard):
+        given = Facts.given({process_limits: ProcessLimits({"nofile": (soft, hard)})})
+        return limits.nofile(given, Policy()).status
+
+    assert verdict(1024, 1048576) == Status.PASS  # a job can raise its soft limit
+    assert verdict(1024, 4096) == Status.WARN

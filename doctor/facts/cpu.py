@@ -165,7 +165,7 @@ def parse_cpuinfo(text: str) -> CpuInfo:
     if cpus and all("core id" in b for b in cpus):
         cores = len({(b.get("physical id", ""), b["core id"]) for b in cpus})
     elif cpus and packages and all(_int(b.get("cpu cores", "")) for b in cpus):
-        per_package = {b["physical id"]: _int(b["cpu cores"]) or 0 for b in cpus}
+        per_package = {b.get("physical id", ""): _int(b["cpu cores"]) or 0 for b in cpus}
         cores = sum(per_package.values())
     else:
         cores = threads

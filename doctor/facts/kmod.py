@@ -16,6 +16,7 @@ class Modules:
     readable: bool = True
     nvidia_version: str = ""  # version of the loaded nvidia.ko; "" when not loaded
     notes: tuple[str, ...] = ()
+    nvidia_open: bool = False  # the open GPU kernel modules (they support DMA-BUF)
 
 
 def parse_proc_modules(text: str) -> frozenset[str]:
@@ -35,13 +36,13 @@ def modules(ctx: FactContext) -> Modules:
     if not answer.ok:
         return Modules(frozenset(), False, notes=(f"/proc/modules: {answer.status}",))
     loaded = parse_proc_modules(answer.text)
-    version = ""
+    version, is_open = "", False
     if "nvidia" in loaded:
+        proc = ctx.host.read("/proc/driver/nvidia/version", max_bytes=4096).require()
+        is_open = "Open Kernel Module" in proc.text
         version = ctx.host.read("/sys/module/nvidia/version", max_bytes=256).require().text.strip()
-        if not version:
-            proc = ctx.host.read("/proc/driver/nvidia/version", max_bytes=4096).require()
-            version = parse_nvidia_proc_version(proc.text)
-    return Modules(loaded, True, version)
+        version = version or parse_nvidia_proc_version(proc.text)
+    return Modules(loaded, True, version, nvidia_open=is_open)
 
 
 @dataclass(frozen=True)

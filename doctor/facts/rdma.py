@@ -195,7 +195,6 @@ class RdmaPort:
     mtu: int | None = None  # that interface's MTU
     gids: tuple[Gid, ...] = ()  # non-zero entries only
     counters: dict[str, int] = field(default_factory=dict)  # ports/<p>/counters
-    hw_counters: dict[str, int] = field(default_factory=dict)  # ports/<p>/hw_counters
     notes: tuple[str, ...] = ()
 
     @property
@@ -212,6 +211,11 @@ class RdmaDevice:
     node_guid: str = ""
     ports: tuple[RdmaPort, ...] = ()
     notes: tuple[str, ...] = ()
+    node_type: str = ""  # "1: CA" (InfiniBand/RoCE adapter), "4: RNIC" (iWARP)
+
+    @property
+    def iwarp(self) -> bool:
+        return self.node_type.endswith("RNIC")
 
 
 class RdmaDevices(tuple):
@@ -358,7 +362,6 @@ def _port(reader: _Reader, device: str, port: int) -> RdmaPort:
         mtu=mtu,
         gids=gids,
         counters=_counters(reader, f"{base}/counters", notes),
-        hw_counters=_counters(reader, f"{base}/hw_counters", notes),
         notes=tuple(notes),
     )
 
@@ -368,7 +371,7 @@ def _device(reader: _Reader, name: str) -> RdmaDevice:
     notes: list[str] = []
     attrs = {
         attr: reader.text(f"{base}/{attr}", notes) or ""
-        for attr in ("fw_ver", "board_id", "hca_type", "node_guid")
+        for attr in ("fw_ver", "board_id", "hca_type", "node_guid", "node_type")
     }
     port_names = reader.listing(f"{base}/ports", notes)
     if port_names is None:
