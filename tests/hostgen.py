@@ -15,6 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from dldoctor.facts.acs import LSPCI_ARGV
 from dldoctor.facts.limits import SYSTEMD_DEFAULTS_ARGV, SYSTEMD_UNITS_ARGV
 from dldoctor.nvml_probe import collect
 from tests.bundlebuilder import BundleBuilder
@@ -565,7 +566,7 @@ def gpu_server(
     pci_device(
         b, "0000:80:05.0", "8086", "352a", "060400", "pcieport", 1, link=(GEN5, 16, GEN5, 16)
     )
-    b.command(["lspci", "-vvv", "-D"], "".join(lspci))
+    b.command(list(LSPCI_ARGV), "".join(lspci))
     for i, name in enumerate(("mlx5_0", "mlx5_1")):
         if roce_mtu:  # a RoCE fabric: Ethernet link layer, GIDs, the netdev's MTU matters
             hca(b, name, f"ens{i + 1}f0np0", roce=True, mtu=roce_mtu, v2_gid=roce_mtu >= 4200)

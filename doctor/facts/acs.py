@@ -20,7 +20,9 @@ from dldoctor.host.base import MISSING, NOT_INSTALLED
 
 # --- ACS from lspci -vvv ----------------------------------------------------------------
 
-LSPCI_ARGV = ("lspci", "-vvv", "-D")
+# Bridges only (class 0604): ACS matters on switch and root ports, and a full -vvv reads
+# every device's capabilities (VPD included), seconds on hosts with many NICs.
+LSPCI_ARGV = ("lspci", "-vvv", "-D", "-d", "::0604")
 
 # The flags lspci prints for ACSCap/ACSCtl, in its order (lib/header.h PCI_ACS_*).
 ACS_FLAGS = (
