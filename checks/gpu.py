@@ -61,6 +61,15 @@ def usable_stack(facts: Facts) -> tuple[g.NvidiaStack, Outcome | None]:
     return stack, None
 
 
+def reporting(facts: Facts, field: str, nobody: str) -> tuple[list[g.Gpu], Outcome | None]:
+    """The GPUs that report `field`, or the skip that says why there are none."""
+    stack, skip = usable_stack(facts)
+    if skip:
+        return [], skip
+    gpus = [x for x in stack.gpus if getattr(x, field) is not None]
+    return gpus, None if gpus else skipped(nobody)
+
+
 @check(
     "gpu.driver.loaded",
     "NVIDIA driver",
@@ -269,12 +278,9 @@ def persistence(facts: Facts, policy: Policy) -> Outcome:
     "`nvidia-smi -r -i <index>`, or reboot.",
 )
 def mig_pending(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
+    capable, skip = reporting(facts, "mig_current", "no GPU supports MIG")
     if skip:
         return skip
-    capable = [x for x in stack.gpus if x.mig_current is not None]
-    if not capable:
-        return skipped("no GPU supports MIG")
     pending = [
         f"{label(x)}: {'on' if x.mig_current else 'off'} → {'on' if x.mig_pending else 'off'}"
         for x in capable
@@ -316,12 +322,11 @@ def fabric_manager(facts: Facts, policy: Policy) -> Outcome:
     "a reboot.",
 )
 def ecc_mode(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
+    capable, skip = reporting(
+        facts, "ecc_current", "no GPU reports an ECC mode (consumer cards have no ECC)"
+    )
     if skip:
         return skip
-    capable = [x for x in stack.gpus if x.ecc_current is not None]
-    if not capable:
-        return skipped("no GPU reports an ECC mode (consumer cards have no ECC)")
     pending = [
         label(x) for x in capable if x.ecc_pending is not None and x.ecc_pending != x.ecc_current
     ]
@@ -418,12 +423,11 @@ def retired_pages(facts: Facts, policy: Policy) -> Outcome:
     "rows: RMA it.",
 )
 def remapped_rows(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
+    gpus, skip = reporting(
+        facts, "remap_pending", "no GPU reports row remapping (it exists from Ampere on)"
+    )
     if skip:
         return skip
-    gpus = [x for x in stack.gpus if x.remap_pending is not None]
-    if not gpus:
-        return skipped("no GPU reports row remapping (it exists from Ampere on)")
     failure = [label(x) for x in gpus if x.remap_failure]
     if failure:
         return failed(f"row remapping failed on {len(failure)} GPU(s): RMA", failure)

@@ -3,7 +3,7 @@ and CPU sensors (sensors that lie are reported as unreliable, not as overheating
 
 from __future__ import annotations
 
-from dldoctor.checks.gpu import label, usable_stack
+from dldoctor.checks.gpu import label, reporting, usable_stack
 from dldoctor.facts import Facts
 from dldoctor.facts.thermal import thermal_sensors
 from dldoctor.model import Outcome, failed, passed, skipped, warned
@@ -24,12 +24,9 @@ MARGIN_C = 5  # closer than this to the slowdown temperature is a warning
     "and, for liquid-cooled systems, coolant flow.",
 )
 def gpu_temperature(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
+    known, skip = reporting(facts, "temperature_c", "no GPU reports its temperature")
     if skip:
         return skip
-    known = [x for x in stack.gpus if x.temperature_c is not None]
-    if not known:
-        return skipped("no GPU reports its temperature")
     hot, close, lines = [], [], []
     for x in known:
         limit = x.temp_slowdown_c
@@ -56,12 +53,9 @@ def gpu_temperature(facts: Facts, policy: Policy) -> Outcome:
     "whole job drops to the slowest GPU's.",
 )
 def gpu_clocks(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
+    known, skip = reporting(facts, "clock_event_reasons", "no GPU reports its clock-event reasons")
     if skip:
         return skip
-    known = [x for x in stack.gpus if x.clock_event_reasons is not None]
-    if not known:
-        return skipped("no GPU reports its clock-event reasons")
     hardware = [
         f"{label(x)}: {', '.join(r for r in x.clock_event_reasons if r in HARDWARE)}"
         for x in known
