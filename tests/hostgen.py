@@ -17,6 +17,7 @@ from pathlib import Path
 
 from dldoctor.facts.acs import LSPCI_ARGV
 from dldoctor.facts.limits import SYSTEMD_DEFAULTS_ARGV, SYSTEMD_UNITS_ARGV
+from dldoctor.facts.system import PATH_PYTHON_ARGV
 from dldoctor.nvml_probe import collect
 from tests.bundlebuilder import BundleBuilder
 from tests.fake_pynvml import Err, FakeNvml, PciInfo, h100
@@ -59,7 +60,12 @@ def base_host(b: BundleBuilder, hostname: str, ram_gib: int) -> None:
     b.file("/proc/self/mountinfo", "22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw\n")
     b.file("/proc/1/cgroup", "0::/init.scope\n")
     b.file("/proc/cmdline", "BOOT_IMAGE=/vmlinuz-5.15.0-105-generic root=/dev/nvme0n1p2 ro\n")
-    b.command(["python3", "--version"], "Python 3.10.12\n")
+    path_python = {
+        "executable": "/usr/bin/python3",
+        "version": "3.10.12",
+        "sys_path": ["/usr/lib/python3.10", "/usr/lib/python3/dist-packages"],
+    }
+    b.command(list(PATH_PYTHON_ARGV), json.dumps(path_python) + "\n")
     b.command(["getconf", "GNU_LIBC_VERSION"], "glibc 2.35\n")
     b.probe(
         "python",

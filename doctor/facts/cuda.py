@@ -29,8 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.facts.system import environ
-from dldoctor.host.base import MISSING, NOT_INSTALLED, Answer
+from dldoctor.facts.system import PATH_PYTHON_ARGV, SCRIPT, environ, path_python  # noqa: F401
+from dldoctor.host.base import MISSING, NOT_INSTALLED, Answer, ProbeFailed
 
 HEADER_BYTES = 256 * 1024  # the version macros sit in the first few KiB of each header
 SMALL_FILE_BYTES = 1024 * 1024
@@ -353,19 +353,6 @@ def toolkits(ctx: FactContext) -> CudaToolkits:
 
 # --- Python environments --------------------------------------------------------------
 
-# Runs in the `python3` found on PATH (any Python 3; one line, double quotes only, so that
-# the command line shows plainly in evidence). It prints its site folders, links resolved,
-# so that two names of one folder count once. Changing this text changes the command
-# line, and bundles recorded with the old one no longer answer it.
-SCRIPT = (
-    "import json,os,platform,site,sys;"
-    'ps=[os.path.realpath(p) for p in sys.path+list(getattr(site,"getsitepackages",list)())'
-    " if p and os.path.isdir(p)];"
-    'print(json.dumps({"executable":sys.executable,"version":platform.python_version(),'
-    '"sys_path":sorted(set(ps),key=ps.index)}))'
-)
-PATH_PYTHON_ARGV = ("python3", "-I", "-c", SCRIPT)
-
 
 @dataclass(frozen=True)
 class PythonEnvironment:
@@ -410,33 +397,17 @@ def python_environments(ctx: FactContext) -> PythonEnvironments:
         )
     else:
         notes.append(f"interpreter probe: {info.status}")
-    answer = ctx.host.run(list(PATH_PYTHON_ARGV))
-    if answer.ok and answer.value.returncode == 0:
-        lines = answer.text.strip().splitlines()  # a shim may print before the script
-        try:
-            data = json.loads(lines[-1]) if lines else None
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            paths = [posixpath.normpath(p) for p in _str_list(data.get("sys_path"))]
+    try:
+        path = ctx.get(path_python)
+    except ProbeFailed as exc:  # a hung python3 on PATH: the other environment still counts
+        path = None
+        notes.append(str(exc))
+    if path is not None:
+        notes.extend(path.notes)
+        if path.sys_path:
             envs.append(
-                PythonEnvironment(
-                    str(data.get("executable", "")),
-                    str(data.get("version", "")),
-                    "python3 on PATH",
-                    tuple(dict.fromkeys(paths)),
-                )
+                PythonEnvironment(path.executable, path.version, "python3 on PATH", path.sys_path)
             )
-        else:
-            notes.append(f"python3 on PATH printed {answer.text.strip()[:80]!r}")
-    elif answer.ok:
-        err = answer.value.stderr.decode("utf-8", "replace").strip().splitlines()
-        notes.append(
-            f"python3 on PATH exited with {answer.value.returncode}"
-            + (f": {err[-1][:80]}" if err else "")
-        )
-    elif answer.status not in (MISSING, NOT_INSTALLED):
-        notes.append(answer.describe())
 
     unique: list[PythonEnvironment] = []
     for env in envs:

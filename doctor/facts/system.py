@@ -6,12 +6,14 @@ decide which answers to ask for and what a missing answer means.
 
 from __future__ import annotations
 
+import json
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.host.base import MISSING, OK
+from dldoctor.host.base import MISSING, NOT_INSTALLED, OK
 from dldoctor.versions import version_tuple
 
 # --- /etc/os-release ------------------------------------------------------------------
@@ -169,28 +171,78 @@ class Python:
     notes: tuple[str, ...] = ()
 
 
+# Runs in the `python3` found on PATH (any Python 3; one line, double quotes only, so that
+# the command line shows plainly in evidence). It prints its site folders, links resolved,
+# so that two names of one folder count once. Changing this text changes the command
+# line, and bundles recorded with the old one no longer answer it.
+SCRIPT = (
+    "import json,os,platform,site,sys;"
+    'ps=[os.path.realpath(p) for p in sys.path+list(getattr(site,"getsitepackages",list)())'
+    " if p and os.path.isdir(p)];"
+    'print(json.dumps({"executable":sys.executable,"version":platform.python_version(),'
+    '"sys_path":sorted(set(ps),key=ps.index)}))'
+)
+PATH_PYTHON_ARGV = ("python3", "-I", "-c", SCRIPT)
+
+
+@dataclass(frozen=True)
+class PathPython:
+    """The `python3` a user gets from PATH: what it is and where its packages are."""
+
+    executable: str
+    version: str
+    sys_path: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+
+@fact("python.path")
+def path_python(ctx: FactContext) -> PathPython | None:
+    """None when there is no python3 on PATH (or the bundle has no answer for it)."""
+    answer = ctx.host.run(list(PATH_PYTHON_ARGV)).require()
+    if answer.status in (MISSING, NOT_INSTALLED):
+        return None
+    if not answer.ok:
+        return PathPython("", "", (), (answer.describe(),))
+    if answer.value.returncode != 0:
+        err = answer.value.stderr.decode("utf-8", "replace").strip().splitlines()
+        tail = f": {err[-1][:80]}" if err else ""
+        return PathPython(
+            "", "", (), (f"python3 on PATH exited with {answer.value.returncode}{tail}",)
+        )
+    lines = answer.text.strip().splitlines()  # a shim may print before the script
+    try:
+        data = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return PathPython("", "", (), (f"python3 on PATH printed {answer.text.strip()[:80]!r}",))
+    paths = data.get("sys_path")
+    sys_path = (
+        [posixpath.normpath(p) for p in paths if isinstance(p, str) and p]
+        if isinstance(paths, list)
+        else []
+    )
+    return PathPython(
+        str(data.get("executable", "")),
+        str(data.get("version", "")),
+        tuple(dict.fromkeys(sys_path)),
+    )
+
+
 @fact("python")
 def python(ctx: FactContext) -> Python:
     info = ctx.host.probe("python").require()
     data = info.value if info.ok and isinstance(info.value, dict) else {}
     notes = [] if info.ok else [f"interpreter probe: {info.status}"]
-    path_version = None
-    answer = ctx.host.run(["python3", "--version"]).require()
-    if answer.ok and answer.value.returncode == 0:
-        # Python 2 and early 3 print the version on stderr.
-        out = (answer.value.stdout or answer.value.stderr).decode("utf-8", "replace")
-        m = re.search(r"Python\s+(\S+)", out)
-        path_version = m.group(1) if m else None
-        if m is None:
-            notes.append(f"`python3 --version` printed {out.strip()[:60]!r}")
-    elif answer.status not in (MISSING, "not_installed"):
-        notes.append(answer.describe())
+    path = ctx.get(path_python)
+    if path is not None:
+        notes.extend(path.notes)
     return Python(
         version=str(data.get("version", "")),
         executable=str(data.get("executable", "")),
         in_venv=bool(data.get("in_venv", False)),
-        path_python3=data.get("path_python3"),
-        path_version=path_version,
+        path_python3=data.get("path_python3") or (path.executable if path else None) or None,
+        path_version=(path.version or None) if path else None,
         notes=tuple(notes),
     )
 

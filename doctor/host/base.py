@@ -68,7 +68,8 @@ class Answer:
         return str(self.value)
 
     def describe(self) -> str:
-        what = f"`{self.key}`" if self.op == RUN else f"{self.op} {self.key}"
+        key = self.key if len(self.key) <= 60 else self.key[:57] + "..."
+        what = f"`{key}`" if self.op == RUN else f"{self.op} {key}"
         if self.status == TIMEOUT:
             limit = f" within {self.timeout_s:g} s" if self.timeout_s else ""
             return f"{what} did not answer{limit} (timed out)"
