@@ -29,9 +29,16 @@ def gpu_ratio(facts: Facts, policy: Policy) -> Outcome:
     if not gpu_mib or not ram:
         return skipped("GPU or system memory size unknown")
     gpu_bytes = sum(gpu_mib) * 2**20
+    limit = facts.get(sysfacts.cgroup_memory_limit)
+    where = ""
+    if limit and limit < ram and facts.get(sysfacts.container).in_container:
+        # A container sees the host's MemTotal; what it may use is its cgroup's limit.
+        ram, where = limit, " (the container's memory limit)"
     ratio = policy.memory.gpu_ratio
     have = ram / gpu_bytes
-    summary = f"{ram / GIB:.0f} GiB RAM for {gpu_bytes / GIB:.0f} GiB of GPU memory ({have:.2f}x)"
+    summary = (
+        f"{ram / GIB:.0f} GiB RAM{where} for {gpu_bytes / GIB:.0f} GiB of GPU memory ({have:.2f}x)"
+    )
     if have < ratio:
         # A sizing rule, not a fault: small cloud instances work below it, more slowly.
         return warned(f"{summary}: below {ratio:g}x, needs {ratio * gpu_bytes / GIB:.0f} GiB")

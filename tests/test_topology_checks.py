@@ -164,3 +164,19 @@ def test_nofile_judges_the_hard_limit():
 
     assert verdict(1024, 1048576) == Status.PASS  # a job can raise its soft limit
     assert verdict(1024, 4096) == Status.WARN
+
+
+def test_ram_ratio_in_a_container_uses_its_memory_limit():
+    from dldoctor.checks import memory
+    from dldoctor.facts import gpu as g
+    from dldoctor.facts import system as sf
+    from dldoctor.facts.nvidia import nvidia
+
+    stack = g.NvidiaStack("nvml", gpus=(g.Gpu(0, name="NVIDIA H100", memory_total_mib=81559),))
+    host_ram = sf.Memory(2048 * 2**30, 2000 * 2**30, 0, 0, 0, 0)
+    given = {nvidia: stack, sf.memory: host_ram, sf.container: Container(True, "docker"),
+             sf.cgroup_memory_limit: 64 * 2**30}  # fmt: skip
+    outcome = memory.gpu_ratio(Facts.given(given), Policy())
+    assert outcome.status == Status.WARN and "container's memory limit" in outcome.summary
+    on_host = {**given, sf.container: Container(False, "")}
+    assert memory.gpu_ratio(Facts.given(on_host), Policy()).status == Status.PASS

@@ -389,3 +389,18 @@ def environ(ctx: FactContext) -> dict[str, str]:
     return parse_environ(
         ctx.host.read("/proc/self/environ", max_bytes=1 << 20).require().value or b""
     )
+
+
+@fact("memory.cgroup_limit")
+def cgroup_memory_limit(ctx: FactContext) -> int | None:
+    """This process's cgroup memory limit in bytes; None when unlimited or unknown.
+
+    cgroup v2 writes "max" for no limit; v1 writes a number near 2**63 instead.
+    """
+    v2 = ctx.host.read("/sys/fs/cgroup/memory.max", max_bytes=64).require()
+    if v2.ok:
+        text = v2.text.strip()
+        return int(text) if text.isdigit() else None
+    v1 = ctx.host.read("/sys/fs/cgroup/memory/memory.limit_in_bytes", max_bytes=64).require()
+    text = v1.text.strip() if v1.ok else ""
+    return int(text) if text.isdigit() and int(text) < 2**60 else None
