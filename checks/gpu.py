@@ -61,12 +61,12 @@ def usable_stack(facts: Facts) -> tuple[g.NvidiaStack, Outcome | None]:
     return stack, None
 
 
-def reporting(facts: Facts, field: str, nobody: str) -> tuple[list[g.Gpu], Outcome | None]:
-    """The GPUs that report `field`, or the skip that says why there are none."""
+def reporting(facts: Facts, *fields: str, nobody: str) -> tuple[list[g.Gpu], Outcome | None]:
+    """The GPUs that report any of `fields`, or the skip that says why there are none."""
     stack, skip = usable_stack(facts)
     if skip:
         return [], skip
-    gpus = [x for x in stack.gpus if getattr(x, field) is not None]
+    gpus = [x for x in stack.gpus if any(getattr(x, f) is not None for f in fields)]
     return gpus, None if gpus else skipped(nobody)
 
 
@@ -278,7 +278,7 @@ def persistence(facts: Facts, policy: Policy) -> Outcome:
     "`nvidia-smi -r -i <index>`, or reboot.",
 )
 def mig_pending(facts: Facts, policy: Policy) -> Outcome:
-    capable, skip = reporting(facts, "mig_current", "no GPU supports MIG")
+    capable, skip = reporting(facts, "mig_current", nobody="no GPU supports MIG")
     if skip:
         return skip
     pending = [
@@ -323,7 +323,7 @@ def fabric_manager(facts: Facts, policy: Policy) -> Outcome:
 )
 def ecc_mode(facts: Facts, policy: Policy) -> Outcome:
     capable, skip = reporting(
-        facts, "ecc_current", "no GPU reports an ECC mode (consumer cards have no ECC)"
+        facts, "ecc_current", nobody="no GPU reports an ECC mode (consumer cards have no ECC)"
     )
     if skip:
         return skip
@@ -346,16 +346,14 @@ def ecc_mode(facts: Facts, policy: Policy) -> Outcome:
     "(`nvidia-smi -r`) or reboot, and RMA the GPU if they come back.",
 )
 def ecc_errors(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
+    counted, skip = reporting(
+        facts,
+        "ecc_volatile_uncorrected",
+        "ecc_aggregate_uncorrected",
+        nobody="no ECC error counters (ECC off or not supported)",
+    )
     if skip:
         return skip
-    counted = [
-        x
-        for x in stack.gpus
-        if x.ecc_volatile_uncorrected is not None or x.ecc_aggregate_uncorrected is not None
-    ]
-    if not counted:
-        return skipped("no ECC error counters (ECC off or not supported)")
     volatile = [
         f"{label(x)}: {x.ecc_volatile_uncorrected} uncorrectable since boot"
         for x in counted
@@ -384,17 +382,15 @@ def ecc_errors(facts: Facts, policy: Policy) -> Outcome:
     "reboot. 60 or more retired pages (or any recurring double-bit errors) call for an RMA.",
 )
 def retired_pages(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
+    # Page retirement is the pre-Ampere mechanism; Ampere and newer remap rows instead.
+    gpus, skip = reporting(
+        facts,
+        "retired_pages_pending",
+        "retired_pages_dbe",
+        nobody="no GPU reports page retirement (Ampere and newer remap rows instead)",
+    )
     if skip:
         return skip
-    # Page retirement is the pre-Ampere mechanism; Ampere and newer remap rows instead.
-    gpus = [
-        x
-        for x in stack.gpus
-        if x.retired_pages_pending is not None or x.retired_pages_dbe is not None
-    ]
-    if not gpus:
-        return skipped("no GPU reports page retirement (Ampere and newer remap rows instead)")
     pending = [label(x) for x in gpus if x.retired_pages_pending]
     if pending:
         return failed(f"page retirement pending a reset on {len(pending)} GPU(s)", pending)
@@ -424,7 +420,7 @@ def retired_pages(facts: Facts, policy: Policy) -> Outcome:
 )
 def remapped_rows(facts: Facts, policy: Policy) -> Outcome:
     gpus, skip = reporting(
-        facts, "remap_pending", "no GPU reports row remapping (it exists from Ampere on)"
+        facts, "remap_pending", nobody="no GPU reports row remapping (it exists from Ampere on)"
     )
     if skip:
         return skip

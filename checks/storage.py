@@ -132,7 +132,7 @@ def space_lines(
             )
             continue
         if s.answer_status != "ok" or not s.size_bytes:
-            if s.answer_status not in ("missing", "ok"):
+            if s.answer_status in ("timeout", "error"):
                 unknown.append(f"{s.path}: {', '.join(s.notes) or s.answer_status}")
             continue
         pct = 100 * (s.free_bytes or 0) / s.size_bytes

@@ -24,7 +24,7 @@ MARGIN_C = 5  # closer than this to the slowdown temperature is a warning
     "and, for liquid-cooled systems, coolant flow.",
 )
 def gpu_temperature(facts: Facts, policy: Policy) -> Outcome:
-    known, skip = reporting(facts, "temperature_c", "no GPU reports its temperature")
+    known, skip = reporting(facts, "temperature_c", nobody="no GPU reports its temperature")
     if skip:
         return skip
     hot, close, lines = [], [], []
@@ -53,7 +53,9 @@ def gpu_temperature(facts: Facts, policy: Policy) -> Outcome:
     "whole job drops to the slowest GPU's.",
 )
 def gpu_clocks(facts: Facts, policy: Policy) -> Outcome:
-    known, skip = reporting(facts, "clock_event_reasons", "no GPU reports its clock-event reasons")
+    known, skip = reporting(
+        facts, "clock_event_reasons", nobody="no GPU reports its clock-event reasons"
+    )
     if skip:
         return skip
     hardware = [

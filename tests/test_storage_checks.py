@@ -101,3 +101,14 @@ def test_read_only_images_and_refused_mounts_are_not_problems():
     assert (
         storage.network_filesystems(Facts.given({netfs: refused}), Policy()).status == Status.PASS
     )
+
+
+def test_a_path_this_user_may_not_see_is_not_an_error():
+    from dldoctor.facts.storage import Space, space
+
+    root = Space("/", "/", "ext4", "259:2", 100 * 2**30, 60 * 2**30, 1000, 900, "ok")
+    hidden = Space("/scratch/alice", "", "", "", None, None, None, None, "permission_denied")
+    outcome = storage.free_space(Facts.given({space: (root, hidden)}), Policy())
+    assert outcome.status == Status.PASS
+    hung = Space("/mnt/nfs", "/mnt/nfs", "nfs4", "0:52", None, None, None, None, "timeout")
+    assert storage.free_space(Facts.given({space: (root, hung)}), Policy()).status == Status.ERROR
