@@ -83,6 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="time limit of each command and filesystem probe",
     )
     p.add_argument(
+        "--deadline",
+        type=float,
+        metavar="SECONDS",
+        help="the whole run ends by then, whatever hangs (default 20; policy timeouts.deadline_s)",
+    )
+    p.add_argument(
+        "--root",
+        metavar="DIR",
+        help="read files under DIR instead of / (a mounted image, or a test tree); "
+        "commands still run on this host",
+    )
+    p.add_argument(
         "--no-plugins",
         action="store_true",
         help="do not load third-party checks (also: DLDOCTOR_NO_PLUGINS=1)",
@@ -93,10 +105,36 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP: end like Ctrl-C, children killed on the way out (atexit)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+def _catch_signals() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set there (a library caller's thread)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="dldoctor: %(message)s")
+    _catch_signals()
     try:
         return int(_main(argv))
+    except Terminated as exc:
+        print("dldoctor: terminated", file=sys.stderr)
+        return 128 + exc.signum
     except UsageError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
         return ExitCode.USAGE
@@ -165,19 +203,24 @@ def _main(argv: Sequence[str] | None) -> ExitCode:
 def _policy(args: argparse.Namespace):
     from dataclasses import replace
 
-    from dldoctor.policy import PolicyError, load_policy
+    from dldoctor.policy import MAX_SECONDS, PolicyError, load_policy
 
     try:
         policy, source = load_policy(args.policy)
     except PolicyError as exc:
         raise InputError(str(exc)) from None
+    timeouts = policy.timeouts
+    for flag, value in (("--timeout", args.timeout), ("--deadline", args.deadline)):
+        if value is not None and not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+            raise UsageError(
+                f"{flag} must be a number of seconds above 0 and at most {MAX_SECONDS:g}"
+            )
     if args.timeout is not None:
-        if not math.isfinite(args.timeout) or args.timeout <= 0:
-            raise UsageError("--timeout must be a positive number of seconds")
         t = args.timeout
-        timeouts = replace(policy.timeouts, command_s=t, filesystem_s=t, nvml_s=t)
-        policy = replace(policy, timeouts=timeouts)
-    return policy, source
+        timeouts = replace(timeouts, command_s=t, filesystem_s=t, nvml_s=t)
+    if args.deadline is not None:
+        timeouts = replace(timeouts, deadline_s=args.deadline)
+    return replace(policy, timeouts=timeouts), source
 
 
 def _specs(no_plugins: bool):
@@ -210,6 +253,8 @@ def _specs(no_plugins: bool):
 
 
 def _host(args: argparse.Namespace, policy):
+    if args.bundle and args.root:
+        raise UsageError("--from and --root cannot be used together")
     if args.bundle:
         from dldoctor.host.replay import ReplayHost
         from dldoctor.snapshots.bundle import BundleError, BundleReader
@@ -232,4 +277,9 @@ def _host(args: argparse.Namespace, policy):
     from dldoctor.host.live import LiveHost
 
     t = policy.timeouts
-    return LiveHost(command_timeout=t.command_s, fs_timeout=t.filesystem_s, probe_timeout=t.nvml_s)
+    root = args.root or "/"
+    if not os.path.isdir(root):
+        raise UsageError(f"--root {root}: not a directory")
+    return LiveHost(
+        root, command_timeout=t.command_s, fs_timeout=t.filesystem_s, probe_timeout=t.nvml_s
+    )

@@ -15,9 +15,16 @@ from dldoctor.policy import Policy
 from dldoctor.registry import CheckSpec
 from dldoctor.runner import Listener, Runner
 
+# Kept after the deadline for the host summary and the report itself, so that the
+# process ends within the deadline.
+REPORT_RESERVE_S = 0.5
+# The window of probes opens this much late: the time checks take to start and ask, so a
+# probe asked at once still gets its whole limit.
+WINDOW_SLACK_S = 0.25
+
 
 def check_timeout(policy: Policy) -> float:
-    # The deadline is a backstop: it must leave a command its own timeout to expire first.
+    # A backstop per check: it must leave a command its own timeout to expire first.
     t = policy.timeouts
     return max(t.check_s, max(t.command_s, t.nvml_s) + t.filesystem_s + 5.0)
 
@@ -34,12 +41,24 @@ def diagnose(
 ) -> Report:
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.monotonic()
+    t = policy.timeouts
+    deadline = t0 + max(0.0, t.deadline_s - REPORT_RESERVE_S)
+    host.bound(
+        ops_until=min(t0 + t.probe_window_s + WINDOW_SLACK_S, deadline), probes_until=deadline
+    )
     facts = Facts(host)
-    runner = Runner(specs, facts, policy, check_timeout=check_timeout(policy), listeners=listeners)
+    runner = Runner(
+        specs,
+        facts,
+        policy,
+        check_timeout=check_timeout(policy),
+        deadline=deadline,
+        listeners=listeners,
+    )
     findings = [*extra_findings, *runner.run()]
     return Report(
         findings=findings,
-        host=host_summary(facts, host, policy_source),
+        host=host_summary(facts, host, policy_source, until=deadline + REPORT_RESERVE_S / 2),
         tool={"name": "dldoctor", "version": __version__},
         started_at=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
         duration_s=time.monotonic() - t0,
@@ -48,19 +67,24 @@ def diagnose(
     )
 
 
-def host_summary(facts: Facts, host: Host, policy_source: str) -> dict[str, object]:
-    """Who was examined. Every field may be null: a summary never fails a run."""
+def host_summary(
+    facts: Facts, host: Host, policy_source: str, *, until: float | None = None
+) -> dict[str, object]:
+    """Who was examined. Every field may be null: a summary never fails a run, nor waits
+    past `until` on a fact that a hung probe holds."""
 
-    def safe(fn):
+    def safe(f, attr=None):
+        left = None if until is None else max(0.0, until - time.monotonic())
         try:
-            return fn()
+            value = facts.get(f, timeout=left)
+            return getattr(value, attr) if attr else value
         except Exception:
             return None
 
     return {
-        "hostname": safe(lambda: facts.get(sysfacts.hostname)) or None,
-        "os": safe(lambda: facts.get(sysfacts.os_release).display) or None,
-        "kernel": safe(lambda: facts.get(sysfacts.kernel).release) or None,
+        "hostname": safe(sysfacts.hostname) or None,
+        "os": safe(sysfacts.os_release, "display") or None,
+        "kernel": safe(sysfacts.kernel, "release") or None,
         "source": host.describe(),
         "policy": policy_source,
     }

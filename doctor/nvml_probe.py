@@ -127,7 +127,7 @@ def collect(nvml: Any = None) -> dict[str, Any]:
     if nvml is None:
         import pynvml as nvml  # noqa: PLC0415 - lazy: only the GPU facts need it
     c = _Caller(nvml)
-    result: dict[str, Any] = {"binding": _binding_version()}
+    result: dict[str, Any] = {"binding": _binding_version(nvml)}
     init = c.call("nvmlInit")
     result["init"] = init
     if "error" in init:
@@ -166,10 +166,30 @@ def collect(nvml: Any = None) -> dict[str, Any]:
     return result
 
 
-def _binding_version() -> str:
+def _binding_version(nvml: Any) -> str:
+    # The dist-info folder beside pynvml.py: importlib.metadata would cost the child
+    # process more than NVML itself on a host without a GPU.
     try:
-        from importlib.metadata import version
-
-        return f"nvidia-ml-py {version('nvidia-ml-py')}"
+        folder = os.path.dirname(nvml.__file__)
+        for name in os.listdir(folder):
+            if name.startswith("nvidia_ml_py-") and name.endswith(".dist-info"):
+                return f"nvidia-ml-py {name[len('nvidia_ml_py-') : -len('.dist-info')]}"
     except Exception:  # noqa: BLE001 - informative only
-        return ""
+        pass
+    return ""
+
+
+def main() -> None:
+    """Entry point of the child process that LiveHost runs (host.live.ChildProbe): the
+    answer as one JSON document on stdout, so a hung NVML call dies with the child."""
+    import json
+    import sys
+
+    try:
+        answer: dict[str, Any] = {"status": "ok", "value": collect()}
+    except ImportError as exc:  # no nvidia-ml-py: the same meaning as in-process
+        answer = {"status": "not_installed", "error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - the parent reports it as the probe's error
+        answer = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+    json.dump(answer, sys.stdout)
+    sys.stdout.flush()

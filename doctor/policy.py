@@ -111,20 +111,35 @@ class NetworkPolicy:
     ib_ports: tuple[str, ...] = ()  # "mlx5_0:1", ...: ports that must be ACTIVE
 
 
+MAX_SECONDS = 86400.0  # one day: beyond it a limit is a typo, and overflows a timer
+
+
 @dataclass(frozen=True)
 class Timeouts:
     command_s: float = 10.0
     filesystem_s: float = 5.0
-    # NVML's first call on a host without persistence mode initialises every GPU: seconds
-    # per GPU on an 8-GPU node. A hung driver still ends the run within this.
-    nvml_s: float = 60.0
+    # NVML's first call on a host without persistence mode initialises every GPU (about a
+    # second each); longer than this means a hung driver (or persistence off: its own check).
+    nvml_s: float = 10.0
     check_s: float = 30.0
+    # The whole run ends by then, whatever hangs: within Slurm's 60 s HealthCheckProgram
+    # limit and a Kubernetes probe's patience. Every probe ends by the longest of the three
+    # limits above, so N hung tools cost one timeout, not N.
+    deadline_s: float = 20.0
 
     def __post_init__(self) -> None:
-        for name in ("command_s", "filesystem_s", "nvml_s", "check_s"):
+        for name in ("command_s", "filesystem_s", "nvml_s", "check_s", "deadline_s"):
             value = getattr(self, name)
-            if not math.isfinite(value) or value <= 0:
-                raise PolicyError(f"timeouts.{name} must be a positive number of seconds")
+            if not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
+                raise PolicyError(
+                    f"timeouts.{name} must be a number of seconds above 0 and at most "
+                    f"{MAX_SECONDS:g}"
+                )
+
+    @property
+    def probe_window_s(self) -> float:
+        """Every Host operation of a run ends within this of the run's start."""
+        return max(self.command_s, self.filesystem_s, self.nvml_s)
 
 
 @dataclass(frozen=True)

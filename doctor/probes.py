@@ -1,4 +1,4 @@
-"""In-process probes: what only the running interpreter can answer.
+"""Probes: what only the running interpreter, or a child of it, can answer.
 
 Each returns JSON-able data, so a RecordingHost can store it and a ReplayHost can
 give it back unchanged on another machine.
@@ -13,6 +13,8 @@ import site
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from dldoctor.host.live import ChildProbe
 
 
 def python_info() -> dict[str, Any]:
@@ -32,13 +34,9 @@ def python_info() -> dict[str, Any]:
     }
 
 
-def nvml_info() -> dict[str, Any]:
-    from dldoctor.nvml_probe import collect
-
-    return collect()
-
-
-PROBES: dict[str, Callable[[], Any]] = {
+PROBES: dict[str, Callable[[], Any] | ChildProbe] = {
     "python": python_info,
-    "nvml": nvml_info,
+    # In a child process: an NVML call on a hung driver never returns, and a thread stuck
+    # in a C call cannot be stopped; a child can be killed.
+    "nvml": ChildProbe("dldoctor.nvml_probe"),
 }

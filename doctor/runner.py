@@ -101,6 +101,11 @@ def run_check(spec: CheckSpec, facts: Facts, policy: Policy) -> Finding:
 
 
 class Runner:
+    """Every check in a thread of its own, all started at once: a check waiting on a hung
+    probe holds nothing the others need, so N hung tools cost one timeout, not N. The run
+    ends at `deadline` (monotonic clock) whatever the checks do; a check still running
+    then is an `error` that names what it waits on."""
+
     def __init__(
         self,
         specs: Sequence[CheckSpec],
@@ -108,14 +113,14 @@ class Runner:
         policy: Policy,
         *,
         check_timeout: float,
-        workers: int = 8,
+        deadline: float | None = None,
         listeners: Iterable[Listener] = (),
     ):
         self.specs = list(specs)
         self.facts = facts
         self.policy = policy
         self.check_timeout = check_timeout
-        self.workers = max(1, workers)
+        self.deadline = deadline
         self.listeners = list(listeners)
 
     def _emit(self, event: Any) -> None:
@@ -123,38 +128,27 @@ class Runner:
             listener(event)
 
     def run(self) -> list[Finding]:
-        """All findings, in the order of `specs`. Returns within check_timeout of the
-        last check that started, whatever the checks do."""
-        todo: queue.SimpleQueue[int] = queue.SimpleQueue()
-        for index in range(len(self.specs)):
-            todo.put(index)
+        """All findings, in the order of `specs`."""
         events: queue.SimpleQueue[tuple[str, int, Any]] = queue.SimpleQueue()
 
-        def work() -> None:
-            while True:
-                try:
-                    index = todo.get_nowait()
-                except queue.Empty:
-                    return
-                events.put(("start", index, time.monotonic()))
-                events.put(("done", index, run_check(self.specs[index], self.facts, self.policy)))
+        def work(index: int) -> None:
+            events.put(("start", index, (time.monotonic(), threading.get_ident())))
+            events.put(("done", index, run_check(self.specs[index], self.facts, self.policy)))
 
-        def spawn() -> None:
+        for index in range(len(self.specs)):
             # Daemon threads: a check stuck in a syscall must not keep the process alive.
-            threading.Thread(target=work, name="dldoctor-check", daemon=True).start()
-
-        for _ in range(min(self.workers, len(self.specs))):
-            spawn()
-        running: dict[int, float] = {}
+            threading.Thread(target=work, args=(index,), name="dldoctor-check", daemon=True).start()
+        running: dict[int, tuple[float, int]] = {}
         results: dict[int, Finding] = {}
         while len(results) < len(self.specs):
-            wait = None
-            if running:
-                wait = max(0.0, min(running.values()) + self.check_timeout - time.monotonic())
+            ends = [started + self.check_timeout for started, _ in running.values()]
+            if self.deadline is not None:
+                ends.append(self.deadline)
+            wait = max(0.0, min(ends) - time.monotonic()) if ends else None
             try:
                 kind, index, payload = events.get(timeout=wait)
             except queue.Empty:
-                self._abandon_overdue(running, results, spawn)
+                self._give_up(running, results)
                 continue
             if index in results:
                 continue  # finished after it was given up on: its verdict came too late
@@ -168,20 +162,31 @@ class Runner:
                 self._emit(CheckFinished(spec, payload))
         return [results[i] for i in range(len(self.specs))]
 
-    def _abandon_overdue(
-        self, running: dict[int, float], results: dict[int, Finding], spawn: Callable[[], None]
-    ) -> None:
+    def _give_up(self, running: dict[int, tuple[float, int]], results: dict[int, Finding]) -> None:
         now = time.monotonic()
-        for index, started in list(running.items()):
-            if now - started < self.check_timeout:
+        past_deadline = self.deadline is not None and now >= self.deadline
+        for index in range(len(self.specs)):
+            if index in results:
+                continue
+            started, thread = running.get(index, (now, 0))
+            overdue = now - started >= self.check_timeout
+            if not (past_deadline or overdue):
                 continue
             spec = self.specs[index]
-            outcome = Outcome(
-                Status.ERROR,
-                f"did not finish within {self.check_timeout:g} s (timed out)",
-                ("abandoned: a probe it waits on may be hung",),
-            )
+            blocker = self.facts.blocker(thread) if thread else ""
+            if overdue and not past_deadline:
+                summary = f"did not finish within {self.check_timeout:g} s (timed out)"
+            else:
+                summary = "did not finish before the run's deadline"
+            if blocker:
+                summary += f": waiting on {blocker}"
+            outcome = Outcome(Status.ERROR, summary, _waited_details(blocker))
             results[index] = finding_for(spec, outcome, (), now - started)
-            del running[index]
+            running.pop(index, None)
             self._emit(CheckFinished(spec, results[index]))
-            spawn()  # the stuck worker is lost; keep the rest of the queue moving
+
+
+def _waited_details(blocker: str) -> tuple[str, ...]:
+    if blocker:
+        return ("a probe it needs did not answer in time; the host was not judged on it",)
+    return ("abandoned: it was still computing; the host was not judged on it",)

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import threading
 import time
+import types
 
 import pytest
 
 from dldoctor.facts import FactFailed, Facts, fact
 from dldoctor.host import TIMEOUT, Answer, ProbeFailed
+from dldoctor.host.live import LiveHost
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status, passed
 from dldoctor.policy import Policy
 from dldoctor.registry import check, checks_in
 from dldoctor.runner import CheckFinished, CheckStarted, Runner
 from tests.bundlebuilder import BundleBuilder
+from tests.test_host_live import fake_command
 
 
 def test_concurrent_askers_wait_for_one_probe(tmp_path):
@@ -104,7 +107,6 @@ def test_given_facts_for_unit_tests():
 
 # --- runner ---------------------------------------------------------------------------
 
-import types  # noqa: E402
 
 checks_module = types.ModuleType("sample_checks")
 
@@ -160,9 +162,90 @@ def test_runner_turns_crashes_and_hangs_into_errors_and_keeps_order():
     assert sum(isinstance(e, CheckFinished) for e in events) == len(specs)
 
 
-def test_one_hung_check_does_not_starve_the_queue():
-    # One worker only: the hung check's thread is lost, a new one must take the rest.
+def test_one_hung_check_does_not_hold_up_the_others():
     specs = sorted(checks_in(checks_module), key=lambda s: s.order)
     hang_first = [s for s in specs if s.id == "t.hang"] + [s for s in specs if s.id != "t.hang"]
-    findings = Runner(hang_first, Facts.given({}), Policy(), check_timeout=0.3, workers=1).run()
+    findings = Runner(hang_first, Facts.given({}), Policy(), check_timeout=0.3).run()
     assert [f.status for f in findings][:2] == [Status.ERROR, Status.PASS]
+
+
+# --- the run's deadline and hung probes ---------------------------------------------------
+
+HUNG_TOOLS = [f"hung{i}" for i in range(12)]
+
+
+def _checks_on_hung_tools(module_name: str):
+    """Two checks per hung tool (the second waits on the first's fact) and one that needs
+    nothing: 25 checks, far more than any pool of workers."""
+    module = types.ModuleType(module_name)
+    for tool in HUNG_TOOLS:
+        tool_fact = fact(f"t.{tool}")(lambda ctx, tool=tool: ctx.host.run([tool]).require())
+        for n in (1, 2):
+            fn = lambda facts, policy, f=tool_fact: facts.get(f) and passed("answered")  # noqa: E731
+            fn.__name__ = fn.__qualname__ = f"{tool}_{n}"
+            fn.__module__ = module_name
+            setattr(module, fn.__name__, check(f"t.{tool}.{n}", f"Needs {tool}")(fn))
+    fine = check("t.fine", "Needs nothing")(lambda facts, policy: passed("fine"))
+    fine.__module__ = module_name
+    module.fine = fine
+    return sorted(checks_in(module), key=lambda s: s.id)
+
+
+def _hung_host(tmp_path, command_timeout: float) -> LiveHost:
+    for tool in HUNG_TOOLS:
+        fake_command(tmp_path, tool, "exec sleep 300")
+    return LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, command_timeout=command_timeout)
+
+
+def test_n_hung_tools_cost_one_timeout_not_n(tmp_path):
+    specs = _checks_on_hung_tools("hung_checks_n")
+    host = _hung_host(tmp_path, command_timeout=1.0)
+    start = time.monotonic()
+    findings = Runner(specs, Facts(host), Policy(), check_timeout=60).run()
+    elapsed = time.monotonic() - start
+    # Twelve hung tools of 1 s each, 24 checks waiting on them: about one timeout.
+    assert elapsed < 1.0 + 1.0, f"took {elapsed:.1f} s"
+    by_id = {f.id: f for f in findings}
+    assert by_id["t.fine"].status == Status.PASS
+    for tool in HUNG_TOOLS:
+        for n in (1, 2):
+            f = by_id[f"t.{tool}.{n}"]
+            assert f.status == Status.ERROR
+            assert f.summary == f"`{tool}` did not answer within 1 s (timed out)"
+
+
+def test_at_the_deadline_unfinished_checks_name_what_they_wait_on(tmp_path):
+    specs = _checks_on_hung_tools("hung_checks_deadline")
+    host = _hung_host(tmp_path, command_timeout=300)
+    start = time.monotonic()
+    findings = Runner(specs, Facts(host), Policy(), check_timeout=600,
+                      deadline=start + 1.0).run()  # fmt: skip
+    assert time.monotonic() - start < 1.5
+    by_id = {f.id: f for f in findings}
+    assert by_id["t.fine"].status == Status.PASS
+    for tool in HUNG_TOOLS:
+        for n in (1, 2):  # the one running the tool and the one waiting for its fact
+            f = by_id[f"t.{tool}.{n}"]
+            assert f.status == Status.ERROR
+            assert f.summary == (
+                f"did not finish before the run's deadline: waiting on `{tool}` (300 s limit)"
+            )
+            assert "not judged" in f.details[0]
+
+
+def test_the_probe_window_bounds_a_chain_of_hung_commands(tmp_path):
+    # One fact asking three hung tools in turn (as ldconfig is asked at three paths): the
+    # window that the run gives every probe bounds the chain to one timeout.
+    host = _hung_host(tmp_path, command_timeout=1.0)
+
+    @fact("t.chain")
+    def chain(ctx):
+        return [ctx.host.run([tool]) for tool in HUNG_TOOLS[:3]]
+
+    start = time.monotonic()
+    host.bound(ops_until=start + 1.3, probes_until=start + 5)
+    answers = Facts(host).get(chain)
+    assert time.monotonic() - start < 1.3 + 0.5
+    assert answers[0].describe() == "`hung0` did not answer within 1 s (timed out)"
+    assert [a.status for a in answers] == [TIMEOUT] * 3
+    assert answers[2].describe() == "`hung2` was not run: the run's probe time (1.3 s) was used up"

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from dldoctor.host.base import Answer, Host, ProbeFailed
+from dldoctor.host.base import Answer, Host, ProbeFailed, op_label
 from dldoctor.host.recording import ObservingHost
 from dldoctor.model import Evidence
 
@@ -45,11 +45,19 @@ class FactFailed(Exception):
 
 
 class _EvidenceHost(ObservingHost):
-    def __init__(self, inner: Host, sink: list[Evidence]):
+    def __init__(self, inner: Host, sink: list[Evidence], facts: Facts):
         super().__init__(inner)
         self.sink = sink
+        self.facts = facts
+
+    def asking(self, op: str, key: str, timeout: float | None) -> None:
+        self.facts._doing[threading.get_ident()] = (
+            op_label(op, key),
+            self.inner.limit(op, timeout),
+        )
 
     def seen(self, answer: Answer, argv: Sequence[str] | None) -> None:
+        self.facts._doing.pop(threading.get_ident(), None)
         self.sink.append(Evidence(answer.op, answer.key, answer.status))
 
 
@@ -57,7 +65,7 @@ class FactContext:
     """What a fact's code may use: the host (answers are noted) and other facts."""
 
     def __init__(self, facts: Facts, evidence: list[Evidence]):
-        self.host: Host = _EvidenceHost(facts.host, evidence)
+        self.host: Host = _EvidenceHost(facts.host, evidence, facts)
         self._facts = facts
         self._evidence = evidence
 
@@ -68,10 +76,11 @@ class FactContext:
 
 
 class _Slot:
-    __slots__ = ("lock", "done", "value", "error", "evidence", "duration")
+    __slots__ = ("lock", "done", "value", "error", "evidence", "duration", "owner")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.owner: int | None = None  # the thread computing it
         self.done = False
         self.value: Any = None
         self.error: BaseException | None = None
@@ -87,6 +96,10 @@ class Facts:
         self._lock = threading.Lock()
         self._slots: dict[str, _Slot] = {}
         self._local = threading.local()
+        # What each thread is blocked on, so a check cut off by the run's deadline can say
+        # what it waited for. Plain dicts: one writer per key (its own thread).
+        self._doing: dict[int, tuple[str, float | None]] = {}
+        self._waiting: dict[int, str] = {}
 
     @classmethod
     def given(cls, values: Mapping[Fact, Any]) -> Facts:
@@ -103,14 +116,29 @@ class Facts:
                 slot = self._slots[f.name] = _Slot()
             return slot
 
-    def get(self, f: Fact[T]) -> T:
+    def get(self, f: Fact[T], *, timeout: float | None = None) -> T:
+        """The fact's value. With `timeout`, a fact another thread is still computing
+        raises FactFailed after that long instead of waiting for it."""
         slot = self._slot(f)
         computing: list[str] = self._local.__dict__.setdefault("stack", [])
         if f.name in computing:
             raise FactFailed(f"fact cycle: {' -> '.join([*computing, f.name])}")
-        with slot.lock:
+        if not slot.lock.acquire(blocking=False):
+            me = threading.get_ident()
+            self._waiting[me] = f.name
+            try:
+                got = slot.lock.acquire(timeout=-1 if timeout is None else max(0.0, timeout))
+            finally:
+                del self._waiting[me]
+            if not got:
+                raise FactFailed(f"fact {f.name} is still being computed")
+        try:
             if not slot.done:
+                slot.owner = threading.get_ident()
                 self._compute(f, slot, computing)
+        finally:
+            slot.owner = None
+            slot.lock.release()
         if isinstance(slot.error, ProbeFailed):
             raise ProbeFailed(slot.error.answer)
         if slot.error is not None:
@@ -137,6 +165,27 @@ class Facts:
             slot.duration = time.monotonic() - start
             slot.evidence = tuple(dict.fromkeys(evidence))
             slot.done = True
+
+    def blocker(self, thread_id: int) -> str:
+        """What a thread waits on, following waits on facts to the operation that holds
+        them: "`nvidia-smi -q -x` (10 s limit)"; "" when it is not waiting on anything."""
+        seen: set[int] = set()
+        tid: int | None = thread_id
+        while tid is not None and tid not in seen:
+            seen.add(tid)
+            doing = self._doing.get(tid)
+            if doing is not None:
+                what, limit = doing
+                return f"{what} ({limit:.3g} s limit)" if limit else what
+            name = self._waiting.get(tid)
+            if name is None:
+                return ""
+            with self._lock:
+                slot = self._slots.get(name)
+            tid = slot.owner if slot else None
+            if tid is None:
+                return f"fact {name}"
+        return ""
 
     def evidence(self, f: Fact) -> tuple[Evidence, ...]:
         return self._slot(f).evidence

@@ -68,11 +68,13 @@ class Answer:
         return str(self.value)
 
     def describe(self) -> str:
-        key = self.key if len(self.key) <= 60 else self.key[:57] + "..."
-        what = f"`{key}`" if self.op == RUN else f"{self.op} {key}"
+        what = op_label(self.op, self.key)
         if self.status == TIMEOUT:
-            limit = f" within {self.timeout_s:g} s" if self.timeout_s else ""
-            return f"{what} did not answer{limit} (timed out)"
+            if self.timeout_s == 0 and self.error:  # never started: no time was left
+                return f"{what} was not run: {self.error}"
+            limit = f" within {self.timeout_s:.3g} s" if self.timeout_s else ""
+            why = f": {self.error}" if self.error else ""
+            return f"{what} did not answer{limit} (timed out{why})"
         if self.status == NOT_INSTALLED:
             return f"{what}: command not installed"
         if self.status == PERMISSION_DENIED:
@@ -92,6 +94,12 @@ class Answer:
         if self.status in (TIMEOUT, ERROR):
             raise ProbeFailed(self)
         return self
+
+
+def op_label(op: str, key: str) -> str:
+    """How a person names one operation: "`nvidia-smi -q -x`", "read /proc/mdstat"."""
+    key = key if len(key) <= 60 else key[:57] + "..."
+    return f"`{key}`" if op == RUN else f"{op} {key}"
 
 
 class ProbeFailed(Exception):
@@ -132,6 +140,14 @@ class Host(ABC):
 
     def describe(self) -> str:
         return self.kind
+
+    def bound(self, *, ops_until: float | None, probes_until: float | None) -> None:  # noqa: B027
+        """Every operation must end by `ops_until`, probes by `probes_until` (monotonic
+        clock): how one run keeps all its probes within one budget. Replay ignores it."""
+
+    def limit(self, op: str, timeout: float | None = None) -> float | None:
+        """The time limit an operation would get if it started now (None: unbounded)."""
+        return None
 
 
 def call_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -45,6 +49,68 @@ STATVFS_FIELDS = (
     "f_flag",
     "f_namemax",
 )
+
+
+class ChildProbe:
+    """A probe run in a child Python process: a C call that never returns (NVML on a
+    hung driver) is killed with the child instead of holding a thread of ours forever.
+
+    The child runs `main()` of `module`, which prints {"status": ..., "value": ...}.
+    """
+
+    def __init__(self, module: str):
+        self.module = module
+
+    def argv(self) -> list[str]:
+        return [sys.executable, "-c", f"from {self.module} import main; main()"]
+
+
+class _Children:
+    """Every child process group still running, so that none outlives dldoctor."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.groups: set[int] = set()
+        self.closed = False
+
+    def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen | None:
+        # Started and registered under one lock: a child cannot slip past kill_all().
+        with self.lock:
+            if self.closed:
+                return None
+            proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
+            self.groups.add(proc.pid)
+            return proc
+
+    def done(self, proc: subprocess.Popen) -> None:
+        with self.lock:
+            self.groups.discard(proc.pid)
+        _killpg(proc.pid)  # a grandchild left behind in the group
+
+    def kill_all(self) -> None:
+        with self.lock:
+            self.closed = True
+            groups, self.groups = list(self.groups), set()
+        for pgid in groups:
+            _killpg(pgid)
+
+
+CHILDREN = _Children()
+
+
+def kill_children() -> None:
+    """Kill every command and child probe still running (at exit, on a signal)."""
+    CHILDREN.kill_all()
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass  # the group is already gone
+
+
+atexit.register(kill_children)
 
 
 def os_error_answer(op: str, key: str, exc: BaseException, duration: float) -> Answer:
@@ -91,6 +157,25 @@ class LiveHost(Host):
 
             probes = PROBES
         self.probes = dict(probes)
+        self._ops_until: float | None = None
+        self._probes_until: float | None = None
+        self._window = 0.0
+
+    def bound(self, *, ops_until: float | None, probes_until: float | None) -> None:
+        now = time.monotonic()
+        self._ops_until, self._probes_until = ops_until, probes_until
+        self._window = max(0.0, (ops_until or now) - now)
+
+    def limit(self, op: str, timeout: float | None = None) -> float | None:
+        if op == PROBE:
+            return _sooner(self.probe_timeout, self._probes_until)
+        if op == RUN:
+            return _sooner(self.command_timeout if timeout is None else timeout, self._ops_until)
+        return _sooner(self.fs_timeout, self._ops_until)
+
+    def _spent(self, op: str, key: str) -> Answer:
+        return Answer(op, key, TIMEOUT, timeout_s=0,
+                      error=f"the run's probe time ({self._window:.3g} s) was used up")  # fmt: skip
 
     def describe(self) -> str:
         return "live" if self.root == "/" else f"live (root {self.root})"
@@ -100,7 +185,9 @@ class LiveHost(Host):
             return path
         return resolve_in_root(self.root, path, follow_last=follow_last)
 
-    def _timed(self, op: str, key: str, fn: Callable[[], Any], limit: float) -> Answer:
+    def _timed(self, op: str, key: str, fn: Callable[[], Any], limit: float | None) -> Answer:
+        if limit is None or limit <= 0:
+            return self._spent(op, key)
         start = time.monotonic()
         finished, result = call_with_timeout(fn, limit)
         duration = time.monotonic() - start
@@ -111,7 +198,7 @@ class LiveHost(Host):
         return Answer(op, key, OK, result, duration_s=duration)
 
     def _fs(self, op: str, key: str, fn: Callable[[], Any]) -> Answer:
-        return self._timed(op, key, fn, self.fs_timeout)
+        return self._timed(op, key, fn, self.limit(op))
 
     def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
         def read() -> bytes:
@@ -146,11 +233,37 @@ class LiveHost(Host):
         fn = self.probes.get(name)
         if fn is None:
             return Answer(PROBE, name, ERROR, error=f"no probe named {name!r}")
-        return self._timed(PROBE, name, fn, self.probe_timeout)
+        limit = self.limit(PROBE)
+        if isinstance(fn, ChildProbe):
+            return self._child_probe(name, fn, limit)
+        return self._timed(PROBE, name, fn, limit)
+
+    def _child_probe(self, name: str, child: ChildProbe, limit: float | None) -> Answer:
+        if limit is None or limit <= 0:
+            return self._spent(PROBE, name)
+        answer = self._spawn(PROBE, name, child.argv(), limit)
+        if not answer.ok:
+            return answer
+        out = answer.value
+        try:
+            said = json.loads(out.stdout)
+            status = said["status"]
+        except (ValueError, TypeError, KeyError, RecursionError):
+            why = out.stderr.decode("utf-8", "replace").strip().splitlines()
+            return Answer(PROBE, name, ERROR, duration_s=answer.duration_s, timeout_s=limit,
+                          error=f"probe exited {out.returncode}: "
+                                f"{why[-1][:200] if why else 'no answer'}")  # fmt: skip
+        if status == OK:
+            return Answer(PROBE, name, OK, said.get("value"), duration_s=answer.duration_s,
+                          timeout_s=limit)  # fmt: skip
+        return Answer(PROBE, name, NOT_INSTALLED if status == NOT_INSTALLED else ERROR,
+                      error=str(said.get("error", "")), duration_s=answer.duration_s)  # fmt: skip
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
         key = command_key(argv)
-        limit = self.command_timeout if timeout is None else timeout
+        limit = self.limit(RUN, timeout)
+        if limit is None or limit <= 0:
+            return self._spent(RUN, key)
         # The PATH walk stats every entry: a hung NFS folder on PATH must not hang us.
         search = self.env.get("PATH", os.defpath)
         found, exe = call_with_timeout(lambda: shutil.which(argv[0], path=search), limit)
@@ -159,26 +272,36 @@ class LiveHost(Host):
                           timeout_s=limit)  # fmt: skip
         if exe is None or isinstance(exe, BaseException):
             return Answer(RUN, key, NOT_INSTALLED, error=f"{argv[0]}: not found on PATH")
+        return self._spawn(RUN, key, [exe, *argv[1:]], limit)
+
+    def _spawn(self, op: str, key: str, argv: list[str], limit: float) -> Answer:
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(
-                [exe, *argv[1:]],
+            proc = CHILDREN.spawn(
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=self.env,
-                # Its own process group, so a timeout kills the children that hold the pipes.
-                start_new_session=True,
+                cwd="/",  # not the caller's folder: a child Python would import from it
             )
         except OSError as exc:
-            return os_error_answer(RUN, key, exc, time.monotonic() - start)
+            return os_error_answer(op, key, exc, time.monotonic() - start)
+        if proc is None:
+            return Answer(op, key, ERROR, error="not run: dldoctor is exiting")
         try:
             out, err = proc.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
-            return Answer(RUN, key, TIMEOUT, duration_s=time.monotonic() - start, timeout_s=limit)
+            return Answer(op, key, TIMEOUT, duration_s=time.monotonic() - start, timeout_s=limit)
+        finally:
+            CHILDREN.done(proc)
         result = CommandResult(proc.returncode, out[:DEFAULT_MAX_BYTES], err[:DEFAULT_MAX_BYTES])
-        return Answer(RUN, key, OK, result, duration_s=time.monotonic() - start, timeout_s=limit)
+        return Answer(op, key, OK, result, duration_s=time.monotonic() - start, timeout_s=limit)
+
+
+def _sooner(limit: float, until: float | None) -> float:
+    return limit if until is None else min(limit, until - time.monotonic())
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

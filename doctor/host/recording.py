@@ -5,7 +5,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from dldoctor.host.base import DEFAULT_MAX_BYTES, READ, Answer, Host
+from dldoctor.host.base import (
+    DEFAULT_MAX_BYTES,
+    LINK,
+    LIST,
+    PROBE,
+    READ,
+    RUN,
+    STATVFS,
+    Answer,
+    Host,
+    command_key,
+)
 
 
 class ObservingHost(Host):
@@ -18,30 +29,43 @@ class ObservingHost(Host):
     def describe(self) -> str:
         return self.inner.describe()
 
+    def bound(self, *, ops_until: float | None, probes_until: float | None) -> None:
+        self.inner.bound(ops_until=ops_until, probes_until=probes_until)
+
+    def limit(self, op: str, timeout: float | None = None) -> float | None:
+        return self.inner.limit(op, timeout)
+
     def seen(self, answer: Answer, argv: Sequence[str] | None) -> None:
         raise NotImplementedError
 
-    def _pass(self, answer: Answer, argv: Sequence[str] | None = None) -> Answer:
+    def asking(self, op: str, key: str, timeout: float | None) -> None:
+        """Called before each operation (facts use it to say what a check waits on)."""
+
+    def _ask(self, op: str, key: str, call, argv: Sequence[str] | None = None,
+             timeout: float | None = None) -> Answer:  # fmt: skip
+        self.asking(op, key, timeout)
+        answer = call()
         self.seen(answer, argv)
         return answer
 
     def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
-        return self._pass(self.inner.read(path, max_bytes=max_bytes))
+        return self._ask(READ, path, lambda: self.inner.read(path, max_bytes=max_bytes))
 
     def listdir(self, path: str) -> Answer:
-        return self._pass(self.inner.listdir(path))
+        return self._ask(LIST, path, lambda: self.inner.listdir(path))
 
     def readlink(self, path: str) -> Answer:
-        return self._pass(self.inner.readlink(path))
+        return self._ask(LINK, path, lambda: self.inner.readlink(path))
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
-        return self._pass(self.inner.run(argv, timeout=timeout), tuple(argv))
+        call = lambda: self.inner.run(argv, timeout=timeout)  # noqa: E731
+        return self._ask(RUN, command_key(argv), call, tuple(argv), timeout)
 
     def statvfs(self, path: str) -> Answer:
-        return self._pass(self.inner.statvfs(path))
+        return self._ask(STATVFS, path, lambda: self.inner.statvfs(path))
 
     def probe(self, name: str) -> Answer:
-        return self._pass(self.inner.probe(name))
+        return self._ask(PROBE, name, lambda: self.inner.probe(name))
 
 
 class RecordingHost(ObservingHost):
