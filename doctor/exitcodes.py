@@ -11,6 +11,7 @@
 | 4    | BAD_INPUT   | the bundle (--from) or the policy (--policy) could not be read           |
 | 5    | INTERNAL    | dldoctor itself failed outside any check (a bug: please report it)       |
 | 130  | INTERRUPTED | stopped with Ctrl-C                                                      |
+| 143  | TERMINATED  | stopped by SIGTERM (129: SIGHUP); children killed, no report written     |
 
 A failed check outranks one that could not finish: a host that is known to be broken is
 reported as broken (1), with the errors listed in the report.
@@ -29,6 +30,7 @@ class ExitCode(enum.IntEnum):
     BAD_INPUT = 4
     INTERNAL = 5
     INTERRUPTED = 130
+    TERMINATED = 143
 
 
 def exit_code_for(findings, *, strict: bool = False) -> ExitCode:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from dldoctor.host.base import Answer, Host, ProbeFailed, op_label
+from dldoctor.host.base import Answer, Host, ProbeFailed, op_label, seconds
 from dldoctor.host.recording import ObservingHost
 from dldoctor.model import Evidence
 
@@ -176,7 +176,7 @@ class Facts:
             doing = self._doing.get(tid)
             if doing is not None:
                 what, limit = doing
-                return f"{what} ({limit:.3g} s limit)" if limit else what
+                return f"{what} ({seconds(limit)} s limit)" if limit else what
             name = self._waiting.get(tid)
             if name is None:
                 return ""

@@ -72,7 +72,7 @@ class Answer:
         if self.status == TIMEOUT:
             if self.timeout_s == 0 and self.error:  # never started: no time was left
                 return f"{what} was not run: {self.error}"
-            limit = f" within {self.timeout_s:.3g} s" if self.timeout_s else ""
+            limit = f" within {seconds(self.timeout_s)} s" if self.timeout_s else ""
             why = f": {self.error}" if self.error else ""
             return f"{what} did not answer{limit} (timed out{why})"
         if self.status == NOT_INSTALLED:
@@ -94,6 +94,12 @@ class Answer:
         if self.status in (TIMEOUT, ERROR):
             raise ProbeFailed(self)
         return self
+
+
+def seconds(value: float) -> str:
+    """A time limit as a person reads it: 10, 2.5, 0.35 (a limit cut short by the run's
+    window reads 10, not 9.97)."""
+    return f"{value:.2g}" if value < 10 else f"{value:.0f}"
 
 
 def op_label(op: str, key: str) -> str:

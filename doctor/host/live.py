@@ -33,6 +33,7 @@ from dldoctor.host.base import (
     Host,
     call_with_timeout,
     command_key,
+    seconds,
 )
 from dldoctor.host.paths import resolve_in_root
 
@@ -174,8 +175,8 @@ class LiveHost(Host):
         return _sooner(self.fs_timeout, self._ops_until)
 
     def _spent(self, op: str, key: str) -> Answer:
-        return Answer(op, key, TIMEOUT, timeout_s=0,
-                      error=f"the run's probe time ({self._window:.3g} s) was used up")  # fmt: skip
+        why = f"the run's probe time ({seconds(self._window)} s) was used up"
+        return Answer(op, key, TIMEOUT, timeout_s=0, error=why)
 
     def describe(self) -> str:
         return "live" if self.root == "/" else f"live (root {self.root})"

@@ -1,0 +1,194 @@
+"""A run is bounded in time and leaves nothing behind, whatever hangs.
+
+Every external tool dldoctor runs is replaced by one that sleeps for ten minutes, on an
+8-GPU fixture root with two NVMe controllers and two md arrays (so per-item loops run too);
+NVML is replaced by a binding whose first call never returns. Each run must end in about
+one command timeout (or at the deadline), name what hung, and leave no process behind: the
+children carry a marker in their environment, looked for in /proc afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import HOSTS
+from tests.test_host_live import fake_command
+
+ROOT = HOSTS / "hgx-h100x8-raid-degraded" / "files"
+# Every command a fact runs (doctor/facts/*: host.run and the *_ARGV tuples).
+TOOLS = (
+    "nvidia-smi", "lspci", "python3", "getconf", "systemctl", "journalctl", "dmesg", "date",
+    "numactl", "rocm-smi", "mdadm", "nvcc", "ldconfig", "nvme", "smartctl",
+)  # fmt: skip
+MARK = "DLDOCTOR_TEST_MARK"
+
+
+def hanging_tools(folder: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    for tool in TOOLS:
+        fake_command(folder, tool, "exec sleep 600")
+    return folder
+
+
+def blocking_nvml(folder: Path) -> Path:
+    """A pynvml whose nvmlInit never returns, as on a hung driver."""
+    folder.mkdir(exist_ok=True)
+    (folder / "pynvml.py").write_text(
+        "import threading\n"
+        "class NVMLError(Exception):\n    pass\n"
+        "def nvmlInit():\n    threading.Event().wait()\n"
+    )
+    return folder
+
+
+def marked_processes(mark: str) -> list[str]:
+    """Processes whose environment carries `mark` (children of a run, at any depth)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if f"{MARK}={mark}".encode() in env.split(b"\0"):
+            found.append(f"{pid} {cmd.decode(errors='replace')}")
+    return found
+
+
+def start(tmp_path: Path, *args: str, nvml: bool = False, stdout=subprocess.PIPE):
+    mark = uuid.uuid4().hex
+    env = {
+        **os.environ,
+        "PATH": f"{hanging_tools(tmp_path / 'bin')}:{os.environ['PATH']}",
+        "DLDOCTOR_NO_PLUGINS": "1",
+        MARK: mark,
+    }
+    if nvml:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(blocking_nvml(tmp_path / "nvml")), env.get("PYTHONPATH", "")]
+        )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dldoctor", "--check", "--json", "--root", str(ROOT), *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    return proc, mark
+
+
+def finish(proc: subprocess.Popen, mark: str, limit: float):
+    began = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=limit + 30)
+    finally:
+        proc.kill()
+    elapsed = time.monotonic() - began
+    left = marked_processes(mark)
+    for line in left:  # never leave them to the next test, even when this one fails
+        os.kill(int(line.split()[0]), signal.SIGKILL)
+    assert not left, f"processes left behind: {left}"
+    return out, err, elapsed
+
+
+def by_id(out: bytes) -> dict[str, dict]:
+    return {f["id"]: f for f in json.loads(out)["findings"]}
+
+
+def test_all_tools_hanging_cost_one_command_timeout(tmp_path):
+    began = time.monotonic()
+    proc, mark = start(tmp_path, "--timeout", "2", "--deadline", "20")
+    out, err, _ = finish(proc, mark, 20)
+    elapsed = time.monotonic() - began
+    # Fifteen hung tools, per-array and per-controller loops: one timeout, not fifteen.
+    assert elapsed < 2 + 2, f"took {elapsed:.1f} s"
+    assert proc.returncode == 1, err  # the degraded RAID still fails: sysfs answered
+    findings = by_id(out)
+    assert findings["storage.raid"]["status"] == "fail"
+    for check_id, tool in {
+        "system.python": "`python3 -I -c",
+        "system.libc": "`getconf GNU_LIBC_VERSION`",
+        "numa.numactl": "`numactl --show`",
+        "pci.acs": "`lspci -vvv -D -d ::0604`",
+        "gpu.xid": "`journalctl -k -b",
+    }.items():
+        f = findings[check_id]
+        assert f["status"] == "error", f
+        assert f["summary"].startswith(tool), f["summary"]
+        # Asked late (after the sysfs walk it needs), a probe gets what is left of the window.
+        assert re.search(r"did not answer within (2|1\.\d) s \(timed out\)$", f["summary"]), f
+
+
+def test_the_deadline_ends_the_run_and_names_what_each_check_waits_on(tmp_path):
+    began = time.monotonic()
+    proc, mark = start(tmp_path, "--timeout", "300", "--deadline", "3")
+    out, err, _ = finish(proc, mark, 3)
+    elapsed = time.monotonic() - began
+    assert elapsed < 3 + 1, f"took {elapsed:.1f} s"
+    assert proc.returncode == 3, err
+    findings = by_id(out)
+    # The RAID fact asks `mdadm --detail` of each array: hung, so no verdict.
+    assert findings["storage.raid"]["status"] == "error"
+    assert "waiting on `mdadm --detail /dev/md" in findings["storage.raid"]["summary"]
+    libc = findings["system.libc"]
+    assert libc["status"] == "error"
+    # Its limit is what the deadline left it (2.5 s: the deadline less the report's 0.5 s).
+    assert re.fullmatch(
+        r"did not finish before the run's deadline: waiting on `getconf GNU_LIBC_VERSION` "
+        r"\(2\.\d s limit\)",
+        libc["summary"],
+    ), libc["summary"]
+    waiting = [f for f in findings.values() if "before the run's deadline" in f["summary"]]
+    assert len(waiting) >= 8
+    assert all(f["status"] == "error" and "waiting on " in f["summary"] for f in waiting)
+
+
+def test_an_nvml_call_that_never_returns_is_killed_with_its_child(tmp_path):
+    began = time.monotonic()
+    proc, mark = start(tmp_path, "--only", "gpu.driver", "--deadline", "3", nvml=True)
+    out, err, _ = finish(proc, mark, 3)
+    elapsed = time.monotonic() - began
+    assert elapsed < 3 + 1, f"took {elapsed:.1f} s"
+    assert proc.returncode == 3, err
+    for f in by_id(out).values():
+        assert f["status"] == "error", f
+        assert f["summary"].startswith("did not finish before the run's deadline: waiting on "
+                                       "probe nvml"), f["summary"]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_ends_the_run_and_its_children(tmp_path, sig, code):
+    proc, mark = start(tmp_path, "--timeout", "300", "--deadline", "300", nvml=True)
+    deadline = time.monotonic() + 10
+    while len(marked_processes(mark)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)  # until the hung tools and the NVML child are running
+    assert len(marked_processes(mark)) >= 3
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    _, err, _ = finish(proc, mark, 5)
+    assert time.monotonic() - sent < 2
+    assert proc.returncode == code
+    assert err.decode().strip().splitlines()[-1] in (
+        "dldoctor: terminated",
+        "dldoctor: interrupted",
+    )
+
+
+def test_a_closed_pipe_leaves_no_child_behind(tmp_path):
+    read_end, write_end = os.pipe()
+    proc, mark = start(tmp_path, "--timeout", "300", "--deadline", "2", stdout=write_end)
+    os.close(write_end)
+    os.close(read_end)  # the reader went away before the report
+    finish(proc, mark, 2)
+    assert proc.returncode in (0, 1, 3)
