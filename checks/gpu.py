@@ -14,6 +14,7 @@ from dldoctor.facts.amd import amd
 from dldoctor.facts.kmod import modules, nouveau_blacklist
 from dldoctor.facts.kmsg import xid_events
 from dldoctor.facts.nvidia import library_version, nvidia
+from dldoctor.facts.nvlink import nvlinks
 from dldoctor.facts.pci import AMD, NVIDIA, pci_devices
 from dldoctor.facts.services import fabricmanager
 from dldoctor.facts.system import container
@@ -61,12 +62,27 @@ def usable_stack(facts: Facts) -> tuple[g.NvidiaStack, Outcome | None]:
     return stack, None
 
 
-def reporting(facts: Facts, *fields: str, nobody: str) -> tuple[list[g.Gpu], Outcome | None]:
-    """The GPUs that report any of `fields`, or the skip that says why there are none."""
+def host_side(stack: g.NvidiaStack, what: str) -> tuple[list[g.Gpu], Outcome | None]:
+    """The GPUs that can read `what` themselves. A vGPU guest's readings of the physical GPU
+    (temperature 0, ECC, clocks, power) are not real: only the hypervisor host has them."""
+    gpus = [x for x in stack.gpus if not x.vgpu_guest]
+    if gpus:
+        return gpus, None
+    return [], skipped(f"a vGPU guest cannot read {what}; check it on the hypervisor host")
+
+
+def reporting(
+    facts: Facts, *fields: str, nobody: str, what: str = ""
+) -> tuple[list[g.Gpu], Outcome | None]:
+    """The GPUs that report any of `fields`, or the skip that says why there are none.
+    `what`: the reading a vGPU guest cannot make (its GPUs are left out)."""
     stack, skip = usable_stack(facts)
     if skip:
         return [], skip
-    gpus = [x for x in stack.gpus if any(getattr(x, f) is not None for f in fields)]
+    candidates, skip = host_side(stack, what) if what else (list(stack.gpus), None)
+    if skip:
+        return [], skip
+    gpus = [x for x in candidates if any(getattr(x, f) is not None for f in fields)]
     return gpus, None if gpus else skipped(nobody)
 
 
@@ -83,11 +99,28 @@ def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
     if stack.usable:
         count = len(stack.gpus)
         cuda = f", CUDA {stack.cuda_driver_version}" if stack.cuda_driver_version else ""
-        return passed(
+        summary = (
             f"driver {stack.driver_version or '?'}{cuda}, {count} GPU{'s' * (count != 1)} "
-            f"(via {stack.source})",
-            stack.notes,
+            f"(via {stack.source})"
         )
+        guests = [x for x in stack.gpus if x.vgpu_guest]
+        if not guests:
+            return passed(summary, stack.notes)
+        # The profile is the name a guest sees ("NVIDIA A100-40C"); the host's driver branch
+        # is not visible from inside the VM.
+        profiles = ", ".join(sorted({x.name or "?" for x in guests}))
+        licences = [f"{label(x)}: vGPU licence {x.vgpu_license}" for x in guests if x.vgpu_license]
+        details = [*licences, "the hypervisor host's driver branch is not visible here"]
+        summary += f"; vGPU guest (profile {profiles})"
+        if any(x.vgpu_license.split(": ")[-1].lower().startswith("unlicensed") for x in guests):
+            return warned(
+                summary + ", unlicensed",
+                [*details, *stack.notes],
+                remediation="An unlicensed vGPU runs at reduced performance and may refuse "
+                "CUDA work: point the guest at the license server (client configuration "
+                "token under /etc/nvidia/ClientConfigToken, `nvidia-gridd` running).",
+            )
+        return passed(summary, [*details, *stack.notes])
     why = WHY.get(stack.error, "the NVIDIA driver could not be asked")
     details = [stack.error_message, *stack.notes] if stack.error_message else list(stack.notes)
     if stack.error == g.VERSION_MISMATCH:
@@ -259,10 +292,13 @@ def persistence(facts: Facts, policy: Policy) -> Outcome:
     stack, skip = usable_stack(facts)
     if skip:
         return skip
-    off = [label(x) for x in stack.gpus if is_datacenter(x) and x.persistence_mode is False]
+    gpus, skip = host_side(stack, "persistence mode")
+    if skip:
+        return skip
+    off = [label(x) for x in gpus if is_datacenter(x) and x.persistence_mode is False]
     if off:
         return warned(f"off on {len(off)} datacenter GPU(s)", off)
-    known = [x for x in stack.gpus if x.persistence_mode is not None]
+    known = [x for x in gpus if x.persistence_mode is not None]
     if not known:
         return skipped("persistence mode not reported")
     on = sum(1 for x in known if x.persistence_mode)
@@ -278,7 +314,9 @@ def persistence(facts: Facts, policy: Policy) -> Outcome:
     "`nvidia-smi -r -i <index>`, or reboot.",
 )
 def mig_pending(facts: Facts, policy: Policy) -> Outcome:
-    capable, skip = reporting(facts, "mig_current", nobody="no GPU supports MIG")
+    capable, skip = reporting(
+        facts, "mig_current", nobody="no GPU supports MIG", what="the GPU's MIG mode"
+    )
     if skip:
         return skip
     pending = [
@@ -315,6 +353,98 @@ def fabric_manager(facts: Facts, policy: Policy) -> Outcome:
     )
 
 
+# Boards whose NVLinks are wired on the baseboard (SXM, HGX): every link is expected up. A
+# PCIe card needs a bridge for NVLink, and one without a bridge has all links down by design.
+SXM = re.compile(r"SXM|HBM3|\b(?:H200|H20|B200|B300|GB200|GH200)\b")
+PCIE_FORM = re.compile(r"\bNVL\b|PCIe")
+HOPPER_SXM_LINKS = 18
+
+
+def is_sxm(gpu: g.Gpu) -> bool:
+    return bool(SXM.search(gpu.name)) and not PCIE_FORM.search(gpu.name)
+
+
+def numbers(values: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2, 5"."""
+    runs: list[list[int]] = []
+    for v in values:
+        if runs and v == runs[-1][-1] + 1:
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def _links_down(x: g.Gpu) -> str:
+    """What is wrong with a GPU's links, or ""."""
+    states = x.nvlink_states or ()
+    if not states:
+        return f"{label(x)}: all links inactive"
+    off = [i for i, up in enumerate(states) if not up]
+    short = HOPPER_SXM_LINKS - len(states) if x.architecture == "Hopper" and is_sxm(x) else 0
+    problems = [f"link{'s' * (len(off) > 1)} {numbers(off)} inactive"] if off else []
+    if short > 0:
+        problems.append(f"{len(states)} links reported, an H100 SXM has {HOPPER_SXM_LINKS}")
+    if not problems:
+        return ""
+    return f"{label(x)}: {'; '.join(problems)} ({sum(states)} of {len(states)} up)"
+
+
+@check(
+    "gpu.nvlink",
+    "NVLink",
+    remediation="On an NVSwitch system check Fabric Manager first (gpu.fabricmanager); then "
+    "reset the GPU (`nvidia-smi -r -i <index>`) or reboot. Links that stay down need the "
+    "baseboard serviced; on PCIe cards reseat the NVLink bridge. Rising replay, recovery or "
+    "CRC counters (`nvidia-smi nvlink -e`) mean a marginal link: RMA if they keep rising.",
+)
+def nvlink(facts: Facts, policy: Policy) -> Outcome:
+    stack, skip = usable_stack(facts)
+    if skip:
+        return skip
+    links = facts.get(nvlinks)
+    notes = [f"link states via {links.source}", *links.notes]
+    known = [x for x in links.gpus if x.nvlink_states is not None]
+    if not known:
+        if all(x.vgpu_guest for x in stack.gpus):
+            return skipped("no vGPU reports NVLink (only some profiles give a VM NVLink peers)")
+        return skipped("no GPU reports NVLink (PCIe-only boards)", list(links.notes))
+    nvswitch = bool(facts.get(pci_devices).nvswitches)
+    # A PCIe card with every link down has no bridge fitted: not a fault.
+    bridgeless = [x for x in known if not any(x.nvlink_states) and not (nvswitch or is_sxm(x))]
+    wired = [x for x in known if x not in bridgeless]
+    spare = [f"{label(x)}: no NVLink bridge (all links inactive)" for x in bridgeless]
+    if not wired:
+        return skipped("no NVLink in use: every link is inactive (no NVLink bridge)", spare)
+    down = [(x.index, line) for x in wired if (line := _links_down(x))]
+    errors = [
+        f"{label(x)}: "
+        + ", ".join(f"link {link} {name} {n}" for link, name, n in x.nvlink_errors or () if n)
+        for x in wired
+        if any(n for _, _, n in x.nvlink_errors or ())
+    ]
+    if down:
+        indices = [i for i, _ in down]
+        summary = f"inactive NVLinks on GPU{'s' * (len(indices) > 1)} {numbers(indices)}"
+        if nvswitch and not any(any(x.nvlink_states or ()) for x in wired):
+            summary += ": every link of every GPU is down, is Fabric Manager running?"
+            notes.append(
+                "all links down on every GPU of an NVSwitch system usually means Fabric "
+                "Manager is not running (see gpu.fabricmanager)"
+            )
+        return failed(summary, [line for _, line in down] + errors + spare + notes)
+    if errors:
+        return warned(f"NVLink error counters are not zero on {len(errors)} GPU(s)", errors + notes)
+    counted = [x for x in wired if x.nvlink_errors is not None]
+    if counted:
+        notes.append(f"replay, recovery and CRC counters are zero on {len(counted)} GPU(s)")
+    if len(counted) < len(wired):
+        notes.append(f"error counters not reported for {len(wired) - len(counted)} GPU(s)")
+    sizes = sorted({len(x.nvlink_states or ()) for x in wired})
+    each = f"all {sizes[0]} links" if len(sizes) == 1 else "all links"
+    return passed(f"{each} up on {len(wired)} GPU(s)", spare + notes)
+
+
 @check(
     "gpu.ecc.mode",
     "ECC mode",
@@ -323,7 +453,10 @@ def fabric_manager(facts: Facts, policy: Policy) -> Outcome:
 )
 def ecc_mode(facts: Facts, policy: Policy) -> Outcome:
     capable, skip = reporting(
-        facts, "ecc_current", nobody="no GPU reports an ECC mode (consumer cards have no ECC)"
+        facts,
+        "ecc_current",
+        nobody="no GPU reports an ECC mode (consumer cards have no ECC)",
+        what="the ECC mode",
     )
     if skip:
         return skip
@@ -351,6 +484,7 @@ def ecc_errors(facts: Facts, policy: Policy) -> Outcome:
         "ecc_volatile_uncorrected",
         "ecc_aggregate_uncorrected",
         nobody="no ECC error counters (ECC off or not supported)",
+        what="the ECC error counters",
     )
     if skip:
         return skip
@@ -388,6 +522,7 @@ def retired_pages(facts: Facts, policy: Policy) -> Outcome:
         "retired_pages_pending",
         "retired_pages_dbe",
         nobody="no GPU reports page retirement (Ampere and newer remap rows instead)",
+        what="retired pages",
     )
     if skip:
         return skip
@@ -420,7 +555,10 @@ def retired_pages(facts: Facts, policy: Policy) -> Outcome:
 )
 def remapped_rows(facts: Facts, policy: Policy) -> Outcome:
     gpus, skip = reporting(
-        facts, "remap_pending", nobody="no GPU reports row remapping (it exists from Ampere on)"
+        facts,
+        "remap_pending",
+        nobody="no GPU reports row remapping (it exists from Ampere on)",
+        what="row remapping",
     )
     if skip:
         return skip

@@ -3,7 +3,7 @@ and CPU sensors (sensors that lie are reported as unreliable, not as overheating
 
 from __future__ import annotations
 
-from dldoctor.checks.gpu import label, reporting, usable_stack
+from dldoctor.checks.gpu import host_side, label, reporting, usable_stack
 from dldoctor.facts import Facts
 from dldoctor.facts.thermal import thermal_sensors
 from dldoctor.model import Outcome, failed, passed, skipped, warned
@@ -24,7 +24,9 @@ MARGIN_C = 5  # closer than this to the slowdown temperature is a warning
     "and, for liquid-cooled systems, coolant flow.",
 )
 def gpu_temperature(facts: Facts, policy: Policy) -> Outcome:
-    known, skip = reporting(facts, "temperature_c", nobody="no GPU reports its temperature")
+    known, skip = reporting(
+        facts, "temperature_c", nobody="no GPU reports its temperature", what="its temperature"
+    )
     if skip:
         return skip
     hot, close, lines = [], [], []
@@ -54,7 +56,10 @@ def gpu_temperature(facts: Facts, policy: Policy) -> Outcome:
 )
 def gpu_clocks(facts: Facts, policy: Policy) -> Outcome:
     known, skip = reporting(
-        facts, "clock_event_reasons", nobody="no GPU reports its clock-event reasons"
+        facts,
+        "clock_event_reasons",
+        nobody="no GPU reports its clock-event reasons",
+        what="its clocks or their slowdown reasons",
     )
     if skip:
         return skip
@@ -84,7 +89,10 @@ def gpu_power(facts: Facts, policy: Policy) -> Outcome:
     stack, skip = usable_stack(facts)
     if skip:
         return skip
-    known = [x for x in stack.gpus if x.power_draw_w is not None and x.power_limit_w]
+    gpus, skip = host_side(stack, "its power draw")
+    if skip:
+        return skip
+    known = [x for x in gpus if x.power_draw_w is not None and x.power_limit_w]
     if not known:
         return skipped("no GPU reports power draw and limit")
     lines = [f"{label(x)}: {x.power_draw_w:.0f} of {x.power_limit_w:.0f} W" for x in known]

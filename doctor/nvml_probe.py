@@ -66,6 +66,7 @@ class _Caller:
 
 
 def _device_fields(c: _Caller, h: Any) -> dict[str, dict[str, Any]]:
+    links = _nvlink_states(c, h)
     fields: dict[str, dict[str, Any]] = {
         "name": c.call("nvmlDeviceGetName", h),
         "uuid": c.call("nvmlDeviceGetUUID", h),
@@ -96,7 +97,9 @@ def _device_fields(c: _Caller, h: Any) -> dict[str, dict[str, Any]]:
         "pcie_replay_counter": c.call("nvmlDeviceGetPcieReplayCounter", h),
         "numa_node": c.first(("nvmlDeviceGetNumaNodeId",), h),
         "cpu_affinity": c.call("nvmlDeviceGetCpuAffinity", h, ((os.cpu_count() or 1) + 63) // 64),
-        "nvlink_states": _nvlink_states(c, h),
+        "nvlink_states": links,
+        "nvlink_errors": _nvlink_errors(c, h, links),
+        "virtualization_mode": c.call("nvmlDeviceGetVirtualizationMode", h),
     }
     for key, (err_type, counter) in {
         "ecc_volatile_corrected": (0, 0),
@@ -120,6 +123,29 @@ def _nvlink_states(c: _Caller, h: Any) -> dict[str, Any]:
             break
         states.append(int(answer["value"]))
     return {"value": states}
+
+
+# NVML_NVLINK_ERROR_DL_REPLAY, _RECOVERY, _CRC_FLIT, _CRC_DATA (dldoctor.facts.gpu names them).
+NVLINK_ERROR_COUNTERS = (0, 1, 2, 3)
+
+
+def _nvlink_errors(c: _Caller, h: Any, links: dict[str, Any]) -> dict[str, Any]:
+    """The DL error counters of each active link: {"<link>": {"<counter>": answer}}. A
+    driver that supports none of them (Hopper+ moved some to field values) answers once."""
+    if "error" in links:
+        return links
+    answers = {
+        str(link): {
+            str(counter): c.call("nvmlDeviceGetNvLinkErrorCounter", h, link, counter)
+            for counter in NVLINK_ERROR_COUNTERS
+        }
+        for link, up in enumerate(links["value"])
+        if up
+    }
+    every = [a for counters in answers.values() for a in counters.values()]
+    if every and all("error" in a for a in every) and len({a["error"] for a in every}) == 1:
+        return every[0]
+    return {"value": answers}
 
 
 def collect(nvml: Any = None) -> dict[str, Any]:

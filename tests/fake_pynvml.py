@@ -66,7 +66,9 @@ def h100(index: int, **overrides: Any) -> dict[str, Any]:
         "nvmlDeviceGetNumaNodeId": 0 if index < 4 else 1,
         "nvmlDeviceGetCpuAffinity": [0xFFFF if index < 4 else 0xFFFF0000],
         "nvmlDeviceGetNvLinkState": lambda link: 1 if link < 18 else Err(INVALID_ARGUMENT),
+        "nvmlDeviceGetNvLinkErrorCounter": lambda link, counter: 0,
         "nvmlDeviceGetTotalEccErrors": lambda err_type, counter: 0,
+        "nvmlDeviceGetVirtualizationMode": pynvml.NVML_GPU_VIRTUALIZATION_MODE_NONE,
     }
     script.update(overrides)
     return script

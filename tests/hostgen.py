@@ -20,7 +20,7 @@ from dldoctor.facts.limits import SYSTEMD_DEFAULTS_ARGV, SYSTEMD_UNITS_ARGV
 from dldoctor.facts.system import PATH_PYTHON_ARGV
 from dldoctor.nvml_probe import collect
 from tests.bundlebuilder import BundleBuilder
-from tests.fake_pynvml import Err, FakeNvml, PciInfo, h100
+from tests.fake_pynvml import NOT_SUPPORTED, Err, FakeNvml, MemoryInfo, PciInfo, h100
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 
@@ -466,6 +466,9 @@ def gpu_server(
     slow_gpu: int = -1,
     broken_raid: bool = False,
     ckpt_free_pct: float = 61.0,
+    links_down: dict[int, tuple[int, ...]] | None = None,
+    link_errors: dict[int, dict[tuple[int, int], int]] | None = None,
+    fabricmanager: str = "active",
 ) -> None:
     """An HGX H100 server: 8 GPUs, each behind its own PCIe Gen5 switch, a ConnectX-7 beside
     GPUs 0 and 4, four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver."""
@@ -586,8 +589,19 @@ def gpu_server(
     if slow_gpu >= 0:  # HW_SLOWDOWN (0x8) with the power brake (0x80): a PSU or cable fault
         gpus[slow_gpu]["nvmlDeviceGetCurrentClocksEventReasons"] = 0x8 | 0x80
         gpus[slow_gpu]["nvmlDeviceGetTemperatureV"] = 47
+    for i, down in (links_down or {}).items():
+        gpus[i]["nvmlDeviceGetNvLinkState"] = lambda link, down=down: int(link not in down)
+    for i, counts in (link_errors or {}).items():
+        gpus[i]["nvmlDeviceGetNvLinkErrorCounter"] = lambda link, kind, c=counts: c.get(
+            (link, kind), 0
+        )
     nvml(b, FakeNvml(gpus))
-    b.command(["systemctl", "is-active", "nvidia-fabricmanager"], "active\n")
+    state = fabricmanager + "\n"
+    b.command(
+        ["systemctl", "is-active", "nvidia-fabricmanager"],
+        state,
+        returncode=0 if fabricmanager == "active" else 3,
+    )
     journal(b, QUIET_JOURNAL + limited, NOW)
     storage(b, broken_raid=broken_raid, ckpt_free_pct=ckpt_free_pct)
     cuda_toolkit(b, "12.4.1")
@@ -646,6 +660,27 @@ def hgx_h100x8_raid_degraded(b: BundleBuilder) -> None:
 def hgx_h100x8_checkpoints_full(b: BundleBuilder) -> None:
     """The checkpoint disk is 99.6% full: the next save fails."""
     gpu_server(b, "hgx-h100-11", ckpt_free_pct=0.4)
+
+
+def hgx_h100x8_nvlink_down(b: BundleBuilder) -> None:
+    """GPU 2 lost NVLinks 4 and 5 (a baseboard or NVSwitch-tray fault); GPU 6's link 9 has
+    been replaying (NVML_NVLINK_ERROR_DL_REPLAY 0, DL_CRC_FLIT 2)."""
+    gpu_server(
+        b,
+        "hgx-h100-12",
+        links_down={2: (4, 5)},
+        link_errors={6: {(9, 0): 1432, (9, 2): 87}},
+    )
+
+
+def hgx_h100x8_fabricmanager_down(b: BundleBuilder) -> None:
+    """nvidia-fabricmanager failed to start: no NVLink trained on any of the eight GPUs."""
+    gpu_server(
+        b,
+        "hgx-h100-13",
+        links_down={i: tuple(range(18)) for i in range(8)},
+        fabricmanager="failed",
+    )
 
 
 def docker_h100_devshm_64m(b: BundleBuilder) -> None:
@@ -756,6 +791,42 @@ def a100x8_remap_pending_xid79(b: BundleBuilder) -> None:
     )
 
 
+def vm_a100_vgpu_guest(b: BundleBuilder) -> None:
+    """A KVM guest given an A100-40C vGPU. NVML in a guest answers for the slice: temperature
+    0 with no thresholds, no power, clocks or remapping; the ECC and persistence it shows are
+    the hypervisor's business. None of it may pass as a reading of the physical GPU."""
+    base_host(b, "vm-a100-vgpu-01", 128)
+    b.file(
+        "/proc/cpuinfo",
+        cpuinfo(1, 8, "Intel Xeon Processor (Icelake)").replace(
+            "flags\t\t: ", "flags\t\t: hypervisor "
+        ),
+    )
+    b.file("/sys/class/dmi/id/product_name", "Standard PC (Q35 + ICH9, 2009)\n")
+    pci_device(b, "0000:06:00.0", "10de", "20b0", "030200", "nvidia", -1)
+    nvidia_driver(b, "550.54.15")
+    guest = a100(
+        0,
+        nvmlDeviceGetName="NVIDIA A100-40C",
+        nvmlDeviceGetPciInfo=PciInfo("00000000:06:00.0"),
+        nvmlDeviceGetMemoryInfo=MemoryInfo(40960 * 2**20),
+        nvmlDeviceGetVirtualizationMode=2,  # NVML_GPU_VIRTUALIZATION_MODE_VGPU
+        nvmlDeviceGetTemperatureV=0,
+        nvmlDeviceGetTemperatureThreshold=Err(NOT_SUPPORTED),
+        nvmlDeviceGetCurrentClocksEventReasons=Err(NOT_SUPPORTED),
+        nvmlDeviceGetPowerUsage=Err(NOT_SUPPORTED),
+        nvmlDeviceGetEnforcedPowerLimit=Err(NOT_SUPPORTED),
+        nvmlDeviceGetPersistenceMode=Err(NOT_SUPPORTED),
+        nvmlDeviceGetRemappedRows=Err(NOT_SUPPORTED),
+        nvmlDeviceGetNumaNodeId=Err(NOT_SUPPORTED),
+        nvmlDeviceGetNvLinkState=Err(NOT_SUPPORTED),
+    )
+    nvml(b, FakeNvml([guest]))
+    journal(b, QUIET_JOURNAL, NOW)
+    cuda_toolkit(b, "12.4.1")
+    torch_cu121(b)
+
+
 SCENARIOS = {
     "hgx-h100x8-healthy": hgx_h100x8_healthy,
     "hgx-h100x8-gpu3-x8": hgx_h100x8_gpu3_x8,
@@ -769,6 +840,9 @@ SCENARIOS = {
     "hgx-h100x8-hw-slowdown": hgx_h100x8_hw_slowdown,
     "hgx-h100x8-raid-degraded": hgx_h100x8_raid_degraded,
     "hgx-h100x8-checkpoints-full": hgx_h100x8_checkpoints_full,
+    "hgx-h100x8-nvlink-down": hgx_h100x8_nvlink_down,
+    "hgx-h100x8-fabricmanager-down": hgx_h100x8_fabricmanager_down,
+    "vm-a100-vgpu-guest": vm_a100_vgpu_guest,
     "workstation-rtx4090-nouveau": workstation_rtx4090_nouveau,
     "a100-driver470-torch-cu121": a100_driver470_torch_cu121,
     "a100x8-remap-pending-xid79": a100x8_remap_pending_xid79,

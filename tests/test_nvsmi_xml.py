@@ -61,7 +61,8 @@ CORPUS = {
             # retired_pages and remapped_rows are N/A in this capture
             temperature_c=27, temp_slowdown_c=89, temp_shutdown_c=92, clock_event_reasons=(),
             power_draw_w=67.03, power_limit_w=500.0, pcie_gen_current=4, pcie_gen_max=4,
-            pcie_width_current=16, pcie_width_max=16, pcie_replay_counter=0),
+            pcie_width_current=16, pcie_width_max=16, pcie_replay_counter=0,
+            virtualization_mode="none"),
     ]),
     "telegraf-tesla-t4.xml": ("515.105.01", "11.7", 1, [
         gpu(name="Tesla T4", uuid="GPU-d37e67a5-91dd-3774-a5cb-99096249601a",
@@ -71,7 +72,8 @@ CORPUS = {
             retired_pages_sbe=0, retired_pages_dbe=0, retired_pages_pending=False,
             temperature_c=40, temp_slowdown_c=93, temp_shutdown_c=96, clock_event_reasons=(),
             power_draw_w=26.78, power_limit_w=70.0, pcie_gen_current=3, pcie_gen_max=3,
-            pcie_width_current=8, pcie_width_max=16, pcie_replay_counter=0),
+            pcie_width_current=8, pcie_width_max=16, pcie_replay_counter=0,
+            virtualization_mode="passthrough"),
     ]),
     "telegraf-gtx-1070-ti.xml": ("", "", None, [
         # Minimal document: no driver/cuda version, no max link gen/width, power_draw N/A.
@@ -87,7 +89,8 @@ CORPUS = {
             vbios="86.07.3B.00.4A", persistence_mode=False, compute_mode="Default", **NO_ECC,
             temperature_c=33, temp_slowdown_c=100, temp_shutdown_c=103,
             clock_event_reasons=("gpu_idle",), pcie_gen_current=1, pcie_gen_max=3,
-            pcie_width_current=16, pcie_width_max=16, pcie_replay_counter=0),
+            pcie_width_current=16, pcie_width_max=16, pcie_replay_counter=0,
+            virtualization_mode="none"),
     ]),
     "telegraf-rtx-3080-v12.xml": ("536.40", "12.2", 1, [
         # Windows (WDDM): persistence mode N/A; gpu_power_readings/current_power_limit.
@@ -97,7 +100,8 @@ CORPUS = {
             temperature_c=31, temp_slowdown_c=95, temp_shutdown_c=98,
             clock_event_reasons=("gpu_idle",), power_draw_w=22.78, power_limit_w=336.0,
             pcie_gen_current=4, pcie_gen_max=4, pcie_width_current=16, pcie_width_max=16,
-            pcie_replay_counter=0),
+            pcie_replay_counter=0,
+            virtualization_mode="passthrough"),
     ]),
     "telegraf-rtx-3080-v13.xml": ("595.58.03", "13.2", 1, [
         # v13: average_power_draw/instant_power_draw, split sram_uncorrectable (all N/A).
@@ -107,7 +111,8 @@ CORPUS = {
             compute_mode="Default", **NO_ECC,
             temperature_c=27, temp_slowdown_c=95, temp_shutdown_c=98, clock_event_reasons=(),
             power_draw_w=139.62, power_limit_w=320.0, pcie_gen_current=4, pcie_gen_max=4,
-            pcie_width_current=16, pcie_width_max=16, pcie_replay_counter=0),
+            pcie_width_current=16, pcie_width_max=16, pcie_replay_counter=0,
+            virtualization_mode="none"),
     ]),
     "telegraf-rtx-3090-v12.xml": ("525.147.05", "12.0", 1, [
         # power_readings: power_limit 200 W is what is enforced (default 350 W).
@@ -117,7 +122,8 @@ CORPUS = {
             temperature_c=37, temp_slowdown_c=95, temp_shutdown_c=98,
             clock_event_reasons=("gpu_idle",), power_draw_w=27.23, power_limit_w=200.0,
             pcie_gen_current=1, pcie_gen_max=4, pcie_width_current=16, pcie_width_max=16,
-            pcie_replay_counter=0),
+            pcie_replay_counter=0,
+            virtualization_mode="passthrough"),
     ]),
     "telegraf-3090-v13.xml": ("590.44.01", "13.1", 1, [
         # SW power cap active; average_power_draw 35.06 W preferred to instant 35.15 W.
@@ -127,7 +133,8 @@ CORPUS = {
             temperature_c=32, temp_slowdown_c=95, temp_shutdown_c=98,
             clock_event_reasons=("sw_power_cap",), power_draw_w=35.06, power_limit_w=350.0,
             pcie_gen_current=1, pcie_gen_max=4, pcie_width_current=16, pcie_width_max=16,
-            pcie_replay_counter=0),
+            pcie_replay_counter=0,
+            virtualization_mode="none"),
     ]),
     "telegraf-dual_2070-v13.xml": ("590.44.01", "13.1", 2, [
         # average_power_draw N/A: instant_power_draw is used.
@@ -137,14 +144,16 @@ CORPUS = {
             temperature_c=14, temp_slowdown_c=91, temp_shutdown_c=94,
             clock_event_reasons=("gpu_idle",), power_draw_w=9.23, power_limit_w=175.0,
             pcie_gen_current=1, pcie_gen_max=3, pcie_width_current=8, pcie_width_max=16,
-            pcie_replay_counter=0),
+            pcie_replay_counter=0,
+            virtualization_mode="none"),
         gpu(name="NVIDIA GeForce RTX 2070", uuid="GPU-12345678-aaaa-bbbb-cccc-0123456789cd",
             pci_bus_id="0000:02:00.0", memory_total_mib=8192, vbios="90.06.18.00.3A",
             architecture="Turing", persistence_mode=True, compute_mode="Default", **NO_ECC,
             temperature_c=13, temp_slowdown_c=91, temp_shutdown_c=94,
             clock_event_reasons=("gpu_idle",), power_draw_w=11.82, power_limit_w=175.0,
             pcie_gen_current=1, pcie_gen_max=3, pcie_width_current=8, pcie_width_max=16,
-            pcie_replay_counter=0),
+            pcie_replay_counter=0,
+            virtualization_mode="none"),
     ]),
 }  # fmt: skip
 

@@ -25,6 +25,15 @@ CLOCK_EVENT_REASONS = {
 }
 
 
+# nvmlGpuVirtualizationMode_t -> name used throughout dldoctor. nvidia-smi's XML spells them
+# "None", "Pass-Through", "VGPU", "Host VGPU", "Host VSGA" (see nvsmi.VIRTUALIZATION_WORDS).
+VIRTUALIZATION_MODES = {0: "none", 1: "passthrough", 2: "vgpu", 3: "host_vgpu", 4: "host_vsga"}
+VGPU_GUEST = "vgpu"  # a VM's slice of a GPU; its host-side readings are the hypervisor's
+
+# nvmlNvLinkErrorCounter_t (NVML_NVLINK_ERROR_DL_*) -> counter name.
+NVLINK_COUNTERS = {0: "replay", 1: "recovery", 2: "crc_flit", 3: "crc_data"}
+
+
 def normalise_pci_bus_id(raw: str) -> str | None:
     """`00000000:3B:00.0` (nvidia-smi, NVML), `PCI:0000:3b:00` (kernel log Xid lines, which
     leave out the function: GPUs are function 0) to `0000:3b:00.0` (sysfs); None if it is
@@ -83,11 +92,28 @@ class Gpu:
     pcie_width_current: int | None = None
     pcie_width_max: int | None = None
     pcie_replay_counter: int | None = None
-    nvlink_active: int | None = None  # links up
-    nvlink_total: int | None = None  # links the GPU has
+    # Per link number, True = up. None: not known or no NVLink (see `unsupported`); () from
+    # nvidia-smi's "all links are inActive", which does not say how many links there are.
+    nvlink_states: tuple[bool, ...] | None = None
+    # (link, counter, count) for each counter read (NVLINK_COUNTERS names); None: not read.
+    nvlink_errors: tuple[tuple[int, str, int], ...] | None = None
+    virtualization_mode: str = ""  # a VIRTUALIZATION_MODES name; "" when not reported
+    vgpu_license: str = ""  # a vGPU guest's licence: "<product>: <status>", when reported
     numa_node: int | None = None
     unsupported: tuple[str, ...] = ()  # field names the GPU said are not supported
     notes: tuple[str, ...] = ()
+
+    @property
+    def vgpu_guest(self) -> bool:
+        return self.virtualization_mode == VGPU_GUEST
+
+    @property
+    def nvlink_active(self) -> int | None:
+        return sum(self.nvlink_states) if self.nvlink_states is not None else None
+
+    @property
+    def nvlink_total(self) -> int | None:
+        return len(self.nvlink_states) if self.nvlink_states is not None else None
 
 
 # Why NVIDIA GPU facts could not be had. "" = fine.

@@ -44,7 +44,6 @@ FIELD_TARGETS = {
     "temp_slowdown": ("temp_slowdown_c",),
     "power_draw_mw": ("power_draw_w",),
     "power_limit_mw": ("power_limit_w",),
-    "nvlink_states": ("nvlink_active", "nvlink_total"),
 }
 
 # nvidia-smi's words on stdout when it cannot talk to the driver.
@@ -94,6 +93,7 @@ def _gpu_from_probe(index: int, fields: dict[str, Any]) -> Gpu:
         pair("compute_capability"),
     )
     links = values.get("nvlink_states") if isinstance(values.get("nvlink_states"), list) else None
+    virt = get("virtualization_mode")
     mask = get("clock_event_reasons")
     numa = get("numa_node")
     memory = get("memory_total_bytes")
@@ -140,12 +140,30 @@ def _gpu_from_probe(index: int, fields: dict[str, Any]) -> Gpu:
         pcie_width_current=get("pcie_width_current"),
         pcie_width_max=get("pcie_width_max"),
         pcie_replay_counter=get("pcie_replay_counter"),
-        nvlink_active=sum(1 for s in links if s) if links is not None else None,
-        nvlink_total=len(links) if links is not None else None,
+        nvlink_states=tuple(bool(s) for s in links) if links is not None else None,
+        nvlink_errors=_nvlink_errors(values.get("nvlink_errors"), notes),
+        virtualization_mode=g.VIRTUALIZATION_MODES.get(virt, "") if virt is not None else "",
         numa_node=numa if numa is not None and numa >= 0 else None,
         unsupported=tuple(unsupported),
         notes=tuple(notes),
     )
+
+
+def _nvlink_errors(value: Any, notes: list[str]) -> tuple[tuple[int, str, int], ...] | None:
+    """{"<link>": {"<counter>": answer}} -> (link, counter name, count) of each one read."""
+    if not isinstance(value, dict):
+        return None
+    read: list[tuple[int, int, int]] = []
+    for link, counters in value.items():
+        for counter, answer in counters.items() if isinstance(counters, dict) else ():
+            digits = str(link).isdigit() and str(counter).isdigit()
+            known = digits and int(counter) in g.NVLINK_COUNTERS
+            count = answer.get("value") if isinstance(answer, dict) else None
+            if known and isinstance(count, int):
+                read.append((int(link), int(counter), count))
+            elif isinstance(answer, dict) and answer.get("error") not in ("NotSupported", None):
+                notes.append(f"nvlink_errors: link {link} counter {counter}: {answer['error']}")
+    return tuple((link, g.NVLINK_COUNTERS[c], n) for link, c, n in sorted(read))
 
 
 def parse_nvml_probe(data: Any) -> NvidiaStack:

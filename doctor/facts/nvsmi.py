@@ -39,6 +39,15 @@ _REASON_ALIASES = {"display_clock_setting": "display_clocks_setting"}
 _REASON_PREFIXES = ("clocks_event_reason_", "clocks_throttle_reason_")
 _KNOWN_REASONS = tuple(CLOCK_EVENT_REASONS.values())
 
+# <gpu_virtualization_mode><virtualization_mode> words (nvidia-smi's StrVirt) -> model names.
+VIRTUALIZATION_WORDS = {
+    "none": "none",
+    "pass-through": "passthrough",
+    "vgpu": "vgpu",
+    "host vgpu": "host_vgpu",
+    "host vsga": "host_vsga",
+}
+
 _MEMORY_UNITS_MIB = {"kib": 1 / 1024, "mib": 1, "gib": 1024}
 
 
@@ -285,6 +294,8 @@ def _gpu(index: int, el: ET.Element) -> Gpu:
         ),
         pcie_width_max=r.integer(link, "link_widths/max_link_width", "pcie_width_max", "x"),
         pcie_replay_counter=r.integer(el, "pci/replay_counter", "pcie_replay_counter"),
+        virtualization_mode=_virtualization_mode(r, el),
+        vgpu_license=_vgpu_license(r, el),
         unsupported=tuple(r.unsupported),
         notes=tuple(r.notes),
     )
@@ -304,6 +315,25 @@ def _bus_id(r: _Reader, el: ET.Element) -> str:
     if len(set(found)) > 1:
         r.notes.append(f"pci_bus_id: the gpu id says {found[0]}, pci/pci_bus_id {found[1]}")
     return found[0] if found else ""
+
+
+def _virtualization_mode(r: _Reader, el: ET.Element) -> str:
+    """In every schema of the corpus since v10; a vGPU guest says VGPU."""
+    field = "virtualization_mode"
+    value = r.text(el, "gpu_virtualization_mode/virtualization_mode", field)
+    if value is None:
+        return ""
+    mode = VIRTUALIZATION_WORDS.get(value.lower())
+    if mode is None:
+        r.notes.append(f"{field}: unexpected value {value!r}")
+    return mode or ""
+
+
+def _vgpu_license(r: _Reader, el: ET.Element) -> str:
+    """<vgpu_software_licensed_product>: "<product>: <status>" ("Licensed (Expiry: ...)")."""
+    product = r.text(el, "vgpu_software_licensed_product/licensed_product_name", "vgpu_license")
+    status = r.text(el, "vgpu_software_licensed_product/license_status", "vgpu_license")
+    return ": ".join(x for x in (product, status) if x)
 
 
 def _memory_mib(r: _Reader, fb_memory: ET.Element | None) -> int | None:
