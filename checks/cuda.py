@@ -5,7 +5,10 @@ from __future__ import annotations
 from dldoctor import cudacompat
 from dldoctor.checks.gpu import WHY
 from dldoctor.facts import Facts
-from dldoctor.facts import cuda as cf
+from dldoctor.facts import cudalibs as cuda_libs
+from dldoctor.facts import frameworks as cuda_fw
+from dldoctor.facts import pythonenv as pyenv
+from dldoctor.facts import toolkit as cuda_tk
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import NVIDIA, pci_devices
 from dldoctor.model import Outcome, failed, passed, skipped, warned
@@ -21,7 +24,7 @@ def major(version: str | None) -> str:
 
 @check("cuda.toolkit", "CUDA toolkit")
 def toolkit(facts: Facts, policy: Policy) -> Outcome:
-    tks = facts.get(cf.toolkits)
+    tks = facts.get(cuda_tk.toolkits)
     if not tks.toolkits:
         return skipped(
             "no CUDA toolkit installed (PyTorch and JAX wheels bring their runtime)", tks.notes
@@ -44,13 +47,13 @@ def toolkit(facts: Facts, policy: Policy) -> Outcome:
 def runtimes(facts: Facts) -> list[tuple[str, str, bool]]:
     """(what, CUDA version, in use) for every CUDA runtime found. A toolkit nothing selects
     (an old one left in /usr/local) is listed but cannot fail the host."""
-    tks = facts.get(cf.toolkits)
+    tks = facts.get(cuda_tk.toolkits)
     chosen = tks.get(tks.selected) if tks.selected else None
     found = []
     for t in tks.toolkits:
         if t.version:
             found.append((f"toolkit {t.path}", t.version, t is chosen or len(tks.toolkits) == 1))
-    for fw in facts.get(cf.frameworks):
+    for fw in facts.get(cuda_fw.frameworks):
         if fw.cuda:
             found.append((f"{fw.name} {fw.version} ({fw.location})", fw.cuda, True))
     return found
@@ -58,7 +61,7 @@ def runtimes(facts: Facts) -> list[tuple[str, str, bool]]:
 
 def compat_libcuda(facts: Facts) -> tuple[str, ...]:
     """cuda-compat's libcuda (forward compatibility on datacenter GPUs), if installed."""
-    libs = facts.get(cf.libraries).named("libcuda")
+    libs = facts.get(cuda_libs.libraries).named("libcuda")
     return tuple(p for paths in libs.values() for p in paths if "/compat/" in p)
 
 
@@ -123,9 +126,9 @@ def cuda_compat(facts: Facts, policy: Policy) -> Outcome:
     "pip resolves its pinned cuDNN.",
 )
 def cudnn(facts: Facts, policy: Policy) -> Outcome:
-    cuda_builds = [fw for fw in facts.get(cf.frameworks) if fw.cuda and fw.name != "deepspeed"]
-    wheels = facts.get(cf.nvidia_wheels)
-    system = facts.get(cf.cudnn)
+    cuda_builds = [fw for fw in facts.get(cuda_fw.frameworks) if fw.cuda and fw.name != "deepspeed"]
+    wheels = facts.get(pyenv.nvidia_wheels)
+    system = facts.get(cuda_libs.cudnn)
     details = [f"{c.source}: cuDNN {c.version or '?'} ({c.path})" for c in system]
     if not cuda_builds:
         if system:
@@ -163,7 +166,7 @@ def cudnn(facts: Facts, policy: Policy) -> Outcome:
     "is not meant to use GPUs.",
 )
 def framework_driver(facts: Facts, policy: Policy) -> Outcome:
-    builds = [fw for fw in facts.get(cf.frameworks) if fw.cuda]
+    builds = [fw for fw in facts.get(cuda_fw.frameworks) if fw.cuda]
     if not builds:
         return skipped("no CUDA build of a framework installed")
     stack = facts.get(nvidia)

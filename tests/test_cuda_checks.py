@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dldoctor.checks import cuda as checks
 from dldoctor.facts import Facts
-from dldoctor.facts import cuda as cf
+from dldoctor.facts import cudalibs as cuda_libs
+from dldoctor.facts import frameworks as cuda_fw
 from dldoctor.facts import gpu as g
+from dldoctor.facts import pythonenv as pyenv
+from dldoctor.facts import toolkit as cuda_tk
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import PciBus, PciDevice, pci_devices
 from dldoctor.model import Status
@@ -13,19 +16,19 @@ from dldoctor.policy import Policy
 
 R470 = g.NvidiaStack("nvml", driver_version="470.82.01", cuda_driver_version="11.4",
                      gpus=(g.Gpu(0, name="NVIDIA A100-SXM4-80GB"),))  # fmt: skip
-TORCH = cf.Framework("torch", "2.4.0+cu121", "12.1", "9.1.0.70", "2.20.5", "/venv/site/torch")
+TORCH = cuda_fw.Framework("torch", "2.4.0+cu121", "12.1", "9.1.0.70", "2.20.5", "/venv/site/torch")
 
 
 def toolkit(path, version):
-    return cf.CudaToolkit(path, version, "version.json", "")
+    return cuda_tk.CudaToolkit(path, version, "version.json", "")
 
 
 def facts(over=None):
     base = {
         nvidia: R470,
-        cf.toolkits: cf.CudaToolkits((), "", ""),
-        cf.frameworks: (TORCH,),
-        cf.libraries: cf.CudaLibraries({}, "ldconfig -p"),
+        cuda_tk.toolkits: cuda_tk.CudaToolkits((), "", ""),
+        cuda_fw.frameworks: (TORCH,),
+        cuda_libs.libraries: cuda_libs.CudaLibraries({}, "ldconfig -p"),
     }
     return Facts.given({**base, **(over or {})})
 
@@ -37,15 +40,17 @@ def test_torch_cu121_on_r470_fails():
 
 
 def test_cuda_compat_package_turns_the_failure_into_a_warning():
-    libs = cf.CudaLibraries({"libcuda.so.1": ("/usr/local/cuda-12.1/compat/libcuda.so.1",)}, "x")
-    outcome = checks.cuda_compat(facts({cf.libraries: libs}), Policy())
+    libs = cuda_libs.CudaLibraries(
+        {"libcuda.so.1": ("/usr/local/cuda-12.1/compat/libcuda.so.1",)}, "x"
+    )
+    outcome = checks.cuda_compat(facts({cuda_libs.libraries: libs}), Policy())
     assert outcome.status == Status.WARN and "cuda-compat" in outcome.summary
 
 
 def test_an_old_toolkit_nothing_selects_only_warns():
-    tks = cf.CudaToolkits((toolkit("/usr/local/cuda-11.8", "11.8"), toolkit("/usr/local/cuda-13.0", "13.0")),
+    tks = cuda_tk.CudaToolkits((toolkit("/usr/local/cuda-11.8", "11.8"), toolkit("/usr/local/cuda-13.0", "13.0")),
                           "/usr/local/cuda-11.8", "/usr/local/cuda")  # fmt: skip
-    outcome = checks.cuda_compat(facts({cf.toolkits: tks, cf.frameworks: ()}), Policy())
+    outcome = checks.cuda_compat(facts({cuda_tk.toolkits: tks, cuda_fw.frameworks: ()}), Policy())
     assert outcome.status == Status.WARN and "nothing selects" in outcome.summary
 
 
@@ -59,10 +64,10 @@ def test_framework_without_a_driver():
 
 
 def test_cudnn_mismatch_beside_torch():
-    wheel = cf.NvidiaWheel("nvidia-cudnn-cu11", "8.7.0.84", "11", "/venv/site")
-    given = facts({cf.nvidia_wheels: (wheel,), cf.cudnn: ()})
+    wheel = pyenv.NvidiaWheel("nvidia-cudnn-cu11", "8.7.0.84", "11", "/venv/site")
+    given = facts({pyenv.nvidia_wheels: (wheel,), cuda_libs.cudnn: ()})
     outcome = checks.cudnn(given, Policy())
     assert outcome.status == Status.FAIL and "built for CUDA 12" in outcome.summary
-    bundled = cf.Framework("torch", "1.12.1+cu113", "11.3", None, None, "/venv/site/torch")
-    quiet = facts({cf.frameworks: (bundled,), cf.nvidia_wheels: (), cf.cudnn: ()})
+    bundled = cuda_fw.Framework("torch", "1.12.1+cu113", "11.3", None, None, "/venv/site/torch")
+    quiet = facts({cuda_fw.frameworks: (bundled,), pyenv.nvidia_wheels: (), cuda_libs.cudnn: ()})
     assert checks.cudnn(quiet, Policy()).status == Status.PASS  # torch/lib carries it

@@ -1,4 +1,4 @@
-"""CUDA-stack facts (doctor/facts/cuda.py): parsers on real captures (fixtures/cuda, see its
+"""CUDA-stack facts (doctor/facts/toolkit.py, pythonenv.py, frameworks.py, cudalibs.py): parsers on real captures (fixtures/cuda, see its
 README), the facts on hand-built bundles, and the toolkit of this machine through LiveHost."""
 
 from __future__ import annotations
@@ -11,7 +11,11 @@ import sys
 import pytest
 
 from dldoctor.facts import Facts
-from dldoctor.facts import cuda as cf
+from dldoctor.facts import cudalibs as cuda_libs
+from dldoctor.facts import frameworks as cuda_fw
+from dldoctor.facts import pythonenv as pyenv
+from dldoctor.facts import system as sysf
+from dldoctor.facts import toolkit as cuda_tk
 from dldoctor.facts.system import parse_environ
 from dldoctor.host import LiveHost, ProbeFailed, RecordingHost
 from dldoctor.host.replay import ReplayHost
@@ -39,67 +43,75 @@ ELF = b"\x7fELF\x02\x01\x01" + b"\0" * 57  # a compiled nvcc, as far as a 4 KiB 
 
 
 def test_nvcc_version_real_outputs():
-    assert cf.parse_nvcc_version(fx("nvcc-version-13.0.txt")) == ("13.0", "13.0.88")
-    assert cf.parse_nvcc_version(fx("nvcc-version-11.5.txt")) == ("11.5", "11.5.119")
-    assert cf.parse_nvcc_version("nvcc: command not found\n") == ("", "")
+    assert cuda_tk.parse_nvcc_version(fx("nvcc-version-13.0.txt")) == ("13.0", "13.0.88")
+    assert cuda_tk.parse_nvcc_version(fx("nvcc-version-11.5.txt")) == ("11.5", "11.5.119")
+    assert cuda_tk.parse_nvcc_version("nvcc: command not found\n") == ("", "")
 
 
 def test_nvcc_wrapper_script_target():
-    assert cf.nvcc_script_target(fx("usr-local-bin-nvcc.sh")) == "/usr/local/cuda-13.0/bin/nvcc"
-    assert cf.nvcc_script_target('#!/bin/sh\nexec nvcc.real "$@"\n') == ""
-    assert cf.nvcc_script_target("\x7fELF...") == ""
+    assert (
+        cuda_tk.nvcc_script_target(fx("usr-local-bin-nvcc.sh")) == "/usr/local/cuda-13.0/bin/nvcc"
+    )
+    assert cuda_tk.nvcc_script_target('#!/bin/sh\nexec nvcc.real "$@"\n') == ""
+    assert cuda_tk.nvcc_script_target("\x7fELF...") == ""
 
 
 def test_cuda_headers_of_this_machine():
     assert (
-        cf.cuda_version_from_header(fx("cuda-13.0-cuda_runtime_api.h"), "CUDART_VERSION") == "13.0"
+        cuda_tk.cuda_version_from_header(fx("cuda-13.0-cuda_runtime_api.h"), "CUDART_VERSION")
+        == "13.0"
     )
-    assert cf.cuda_version_from_header(fx("cuda-13.0-cuda.h"), "CUDA_VERSION") == "13.0"
-    assert cf.cuda_version_from_header("#define CUDA_VERSION 12040\n", "CUDA_VERSION") == "12.4"
+    assert cuda_tk.cuda_version_from_header(fx("cuda-13.0-cuda.h"), "CUDA_VERSION") == "13.0"
     assert (
-        cf.cuda_version_from_header("#define CUDA_VERSION 10020 // ten two\n", "CUDA_VERSION")
+        cuda_tk.cuda_version_from_header("#define CUDA_VERSION 12040\n", "CUDA_VERSION") == "12.4"
+    )
+    assert (
+        cuda_tk.cuda_version_from_header("#define CUDA_VERSION 10020 // ten two\n", "CUDA_VERSION")
         == "10.2"
     )
-    assert cf.cuda_version_from_header("/* no macro here */", "CUDA_VERSION") == ""
+    assert cuda_tk.cuda_version_from_header("/* no macro here */", "CUDA_VERSION") == ""
     assert (
-        cf.cuda_version_from_header("#define CUDA_VERSION CUDA_VERSION_X\n", "CUDA_VERSION") == ""
+        cuda_tk.cuda_version_from_header("#define CUDA_VERSION CUDA_VERSION_X\n", "CUDA_VERSION")
+        == ""
     )
 
 
 def test_version_json_and_txt():
-    assert cf.parse_version_json(fx("version-11.5.2.json")) == ("11.5.2", [])
+    assert cuda_tk.parse_version_json(fx("version-11.5.2.json")) == ("11.5.2", [])
     # 11.8 and 12.x runfiles wrote a date as the patch number.
-    assert cf.parse_version_json('{"cuda": {"version": "11.8.20220929"}}')[0] == "11.8.20220929"
-    version, notes = cf.parse_version_json('{"cuda": {"version": ')
+    assert (
+        cuda_tk.parse_version_json('{"cuda": {"version": "11.8.20220929"}}')[0] == "11.8.20220929"
+    )
+    version, notes = cuda_tk.parse_version_json('{"cuda": {"version": ')
     assert version == "" and "not JSON" in notes[0]
-    assert cf.parse_version_json('["cuda"]') == ("", ["version.json has no cuda.version"])
-    assert cf.parse_version_json('{"cuda_cudart": {"version": "12.4.127"}}')[0] == ""
-    assert cf.parse_version_txt("CUDA Version 10.2.89\n") == ("10.2.89", [])
-    assert cf.parse_version_txt("garbage")[0] == ""
+    assert cuda_tk.parse_version_json('["cuda"]') == ("", ["version.json has no cuda.version"])
+    assert cuda_tk.parse_version_json('{"cuda_cudart": {"version": "12.4.127"}}')[0] == ""
+    assert cuda_tk.parse_version_txt("CUDA Version 10.2.89\n") == ("10.2.89", [])
+    assert cuda_tk.parse_version_txt("garbage")[0] == ""
 
 
 def test_cudnn_header_macros_not_the_combined_number():
-    assert cf.parse_cudnn_header(fx("cudnn_version-9.24.0.h")) == ("9.24.0", [])
+    assert cuda_libs.parse_cudnn_header(fx("cudnn_version-9.24.0.h")) == ("9.24.0", [])
     # cuDNN 8's encoding would make 9.24.0 look like 8.x if CUDNN_VERSION were read.
     old = "#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n#define CUDNN_PATCHLEVEL 7\n"
-    assert cf.parse_cudnn_header(old) == ("8.9.7", [])
-    version, notes = cf.parse_cudnn_header("#include <cudnn_version.h>\n")
+    assert cuda_libs.parse_cudnn_header(old) == ("8.9.7", [])
+    version, notes = cuda_libs.parse_cudnn_header("#include <cudnn_version.h>\n")
     assert version == "" and notes
 
 
 def test_nccl_header():
-    assert cf.parse_nccl_header(fx("nccl-2.30.7.h")) == ("2.30.7", [])
-    assert cf.parse_nccl_header("#define NCCL_MAJOR x\n")[0] == ""
+    assert cuda_libs.parse_nccl_header(fx("nccl-2.30.7.h")) == ("2.30.7", [])
+    assert cuda_libs.parse_nccl_header("#define NCCL_MAJOR x\n")[0] == ""
 
 
 def test_ldconfig_this_machine_and_a_driver_host():
-    libs, notes = cf.parse_ldconfig(fx("ldconfig-p-this-machine.txt"))
+    libs, notes = cuda_libs.parse_ldconfig(fx("ldconfig-p-this-machine.txt"))
     assert libs == {
         "libcudart.so.13": ("/usr/local/cuda-13.0/lib/libcudart.so.13",),
         "libcudart.so": ("/usr/local/cuda-13.0/lib/libcudart.so",),
     }
     assert notes == []
-    libs, notes = cf.parse_ldconfig(fx("ldconfig-p-driver-lines.txt") + "garbage line\n")
+    libs, notes = cuda_libs.parse_ldconfig(fx("ldconfig-p-driver-lines.txt") + "garbage line\n")
     assert libs["libcuda.so.1"] == (
         "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
         "/usr/lib/i386-linux-gnu/libcuda.so.1",
@@ -109,19 +121,19 @@ def test_ldconfig_this_machine_and_a_driver_host():
 
 
 def test_dist_dirnames():
-    assert cf.parse_dist_dirname("nvidia_cuda_runtime-13.0.96.dist-info") == (
+    assert pyenv.parse_dist_dirname("nvidia_cuda_runtime-13.0.96.dist-info") == (
         "nvidia-cuda-runtime",
         "13.0.96",
     )
-    assert cf.parse_dist_dirname("torch-2.4.0+cu121.dist-info") == ("torch", "2.4.0+cu121")
-    assert cf.parse_dist_dirname("torch-2.0.0-py3.10.egg-info") == ("torch", "2.0.0")
-    assert cf.parse_dist_dirname("Jax_CUDA12.Plugin-0.4.30.dist-info")[0] == "jax-cuda12-plugin"
-    assert cf.parse_dist_dirname("torch") is None
-    assert cf.parse_dist_dirname("README.txt") is None
+    assert pyenv.parse_dist_dirname("torch-2.4.0+cu121.dist-info") == ("torch", "2.4.0+cu121")
+    assert pyenv.parse_dist_dirname("torch-2.0.0-py3.10.egg-info") == ("torch", "2.0.0")
+    assert pyenv.parse_dist_dirname("Jax_CUDA12.Plugin-0.4.30.dist-info")[0] == "jax-cuda12-plugin"
+    assert pyenv.parse_dist_dirname("torch") is None
+    assert pyenv.parse_dist_dirname("README.txt") is None
 
 
 def test_torch_metadata_real():
-    meta = cf.parse_metadata(fx("torch-2.14.1-METADATA"))
+    meta = pyenv.parse_metadata(fx("torch-2.14.1-METADATA"))
     assert (meta.name, meta.version, meta.notes) == ("torch", "2.14.1", ())
     reqs = {r.name: r for r in meta.requires}
     assert reqs["nvidia-cudnn-cu13"].pinned == "9.24.0.43"
@@ -133,66 +145,68 @@ def test_torch_metadata_real():
 
 
 def test_tensorflow_metadata_extras_are_marked():
-    meta = cf.parse_metadata(fx("tensorflow_cpu-2.21.0-METADATA"))
+    meta = pyenv.parse_metadata(fx("tensorflow_cpu-2.21.0-METADATA"))
     assert (meta.name, meta.version) == ("tensorflow-cpu", "2.21.0")
     cudnn = next(r for r in meta.requires if r.name == "nvidia-cudnn-cu12")
     assert cudnn.extra_only and cudnn.spec == "<10.0,>=9.3.0.75" and cudnn.pinned == ""
 
 
 def test_metadata_garbage_is_noted():
-    meta = cf.parse_metadata("Name: torch\nthis line has no colon\nRequires-Dist: ;;\n")
+    meta = pyenv.parse_metadata("Name: torch\nthis line has no colon\nRequires-Dist: ;;\n")
     assert meta.name == "torch" and meta.version == ""
     assert any("no Version" in n for n in meta.notes)
     assert any("no colon" in n for n in meta.notes)
     assert any("Requires-Dist" in n for n in meta.notes)
-    assert cf.parse_metadata("").notes == ("metadata has no Name", "metadata has no Version")
+    assert pyenv.parse_metadata("").notes == ("metadata has no Name", "metadata has no Version")
 
 
 def test_torch_version_py_real_files():
-    new = cf.parse_torch_version_py(fx("torch-2.14.1+cu130-version.py"))
+    new = cuda_fw.parse_torch_version_py(fx("torch-2.14.1+cu130-version.py"))
     assert (new.version, new.cuda, new.hip, new.notes) == ("2.14.1+cu130", "13.0", "", ())
-    old = cf.parse_torch_version_py(fx("torch-2.4.0+cu121-version.py"))
+    old = cuda_fw.parse_torch_version_py(fx("torch-2.4.0+cu121-version.py"))
     assert (old.version, old.cuda) == ("2.4.0+cu121", "12.1")
-    cpu = cf.parse_torch_version_py("__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\n")
+    cpu = cuda_fw.parse_torch_version_py("__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\n")
     assert (cpu.version, cpu.cuda) == ("2.13.0+cpu", "")
-    plain = cf.parse_torch_version_py('__version__ = "2.0.1"\ncuda = "11.8"\nhip = None\n')
+    plain = cuda_fw.parse_torch_version_py('__version__ = "2.0.1"\ncuda = "11.8"\nhip = None\n')
     assert (plain.version, plain.cuda, plain.hip) == ("2.0.1", "11.8", "")
-    rocm = cf.parse_torch_version_py(
+    rocm = cuda_fw.parse_torch_version_py(
         "__version__ = '2.11.0+rocm7.13.0'\ncuda: Optional[str] = None\n"
         "hip: Optional[str] = '7.13.99004'\n"
     )
     assert (rocm.cuda, rocm.hip) == ("", "7.13.99004")
-    broken = cf.parse_torch_version_py("def nothing(): pass\n")
+    broken = cuda_fw.parse_torch_version_py("def nothing(): pass\n")
     assert (broken.version, broken.cuda) == ("", None) and len(broken.notes) == 2
 
 
 def test_cuda_from_local_version():
-    assert cf.cuda_from_local_version("2.4.0+cu121") == "12.1"
-    assert cf.cuda_from_local_version("2.14.1+cu130") == "13.0"
-    assert cf.cuda_from_local_version("1.4.0+cu92") == "9.2"
-    assert cf.cuda_from_local_version("2.13.0+cpu") == ""
+    assert cuda_fw.cuda_from_local_version("2.4.0+cu121") == "12.1"
+    assert cuda_fw.cuda_from_local_version("2.14.1+cu130") == "13.0"
+    assert cuda_fw.cuda_from_local_version("1.4.0+cu92") == "9.2"
+    assert cuda_fw.cuda_from_local_version("2.13.0+cpu") == ""
 
 
 def test_tensorflow_build_info():
-    cpu = cf.parse_tf_build_info(fx("tensorflow_cpu-2.21.0-build_info.py"))
+    cpu = cuda_fw.parse_tf_build_info(fx("tensorflow_cpu-2.21.0-build_info.py"))
     assert (cpu.cuda, cpu.cudnn) == ("", "")
-    gpu = cf.parse_tf_build_info(fx("tensorflow-cuda12.1-build_info.py"))
+    gpu = cuda_fw.parse_tf_build_info(fx("tensorflow-cuda12.1-build_info.py"))
     assert (gpu.cuda, gpu.cudnn, gpu.notes) == ("12.1", "8", ())
-    as_dict = cf.parse_tf_build_info("build_info = {'cuda_version': '12.3', 'cudnn_version': '8'}")
+    as_dict = cuda_fw.parse_tf_build_info(
+        "build_info = {'cuda_version': '12.3', 'cudnn_version': '8'}"
+    )
     assert (as_dict.cuda, as_dict.cudnn) == ("12.3", "8")
-    odd = cf.parse_tf_build_info("build_info = {}")
+    odd = cuda_fw.parse_tf_build_info("build_info = {}")
     assert (odd.cuda, odd.cudnn) == (None, None) and odd.notes
 
 
 def test_deepspeed_info():
-    cpu = cf.parse_deepspeed_info(fx("deepspeed-0.17.6-cpu-git_version_info_installed.py"))
+    cpu = cuda_fw.parse_deepspeed_info(fx("deepspeed-0.17.6-cpu-git_version_info_installed.py"))
     assert (cpu.version, cpu.cuda, cpu.nccl) == ("0.17.6", "", "")
-    cuda = cf.parse_deepspeed_info(
+    cuda = cuda_fw.parse_deepspeed_info(
         "version='0.14.0'\ntorch_info={'version': '2.2', 'cuda_version': '12.1', "
         "'nccl_version': '2.18', 'hip_version': '0.0'}\n"
     )
     assert (cuda.cuda, cuda.nccl) == ("12.1", "2.18")
-    assert cf.parse_deepspeed_info("garbage").notes
+    assert cuda_fw.parse_deepspeed_info("garbage").notes
 
 
 def test_environ():
@@ -205,7 +219,7 @@ def test_environ():
 
 def test_script_runs_in_a_real_interpreter():
     out = subprocess.run(
-        [sys.executable, *cf.PATH_PYTHON_ARGV[1:]], capture_output=True, text=True, timeout=60
+        [sys.executable, *sysf.PATH_PYTHON_ARGV[1:]], capture_output=True, text=True, timeout=60
     )
     data = json.loads(out.stdout)
     assert data["executable"] and data["version"].count(".") == 2
@@ -238,9 +252,9 @@ def pip_assembled_cuda_13(b: BundleBuilder, *, headers: bool = True) -> BundleBu
 
 
 def test_pip_assembled_toolkit_is_13_0_from_its_header(tmp_path):
-    tks = facts_of(pip_assembled_cuda_13(BundleBuilder(tmp_path))).get(cf.toolkits)
+    tks = facts_of(pip_assembled_cuda_13(BundleBuilder(tmp_path))).get(cuda_tk.toolkits)
     assert tks.toolkits == (
-        cf.CudaToolkit(
+        cuda_tk.CudaToolkit(
             path="/usr/local/cuda-13.0",
             version="13.0",
             source="include/cuda_runtime_api.h",
@@ -259,7 +273,7 @@ def test_pip_assembled_toolkit_is_13_0_from_its_header(tmp_path):
 
 def test_pip_assembled_toolkit_without_headers_uses_its_dist_info(tmp_path):
     b = pip_assembled_cuda_13(BundleBuilder(tmp_path), headers=False)
-    (tk,) = facts_of(b).get(cf.toolkits).toolkits
+    (tk,) = facts_of(b).get(cuda_tk.toolkits).toolkits
     assert (tk.version, tk.source) == ("13.0", "dist-info/nvidia_cuda_runtime-13.0.96.dist-info")
 
 
@@ -278,7 +292,7 @@ def test_several_toolkits_and_cuda_home_wins(tmp_path):
         environ(PATH="/usr/local/cuda-11.5/bin:/usr/bin", CUDA_HOME="/usr/local/cuda"),
     )
     b.command(["nvcc", "--version"], fx("nvcc-version-11.5.txt"))
-    tks = facts_of(b).get(cf.toolkits)
+    tks = facts_of(b).get(cuda_tk.toolkits)
     got = {t.path: (t.version, t.source, t.nvcc_version, t.links) for t in tks.toolkits}
     assert got == {
         "/usr/local/cuda-10.2": ("10.2.89", "version.txt", "", ()),
@@ -297,7 +311,7 @@ def test_without_nvcc_the_cuda_link_selects(tmp_path):
     b.link("/usr/local/cuda", "/usr/local/cuda-12.4")
     b.file("/proc/self/environ", environ(PATH="/usr/bin"))
     b.command(["nvcc", "--version"], status="not_installed")
-    tks = facts_of(b).get(cf.toolkits)
+    tks = facts_of(b).get(cuda_tk.toolkits)
     assert (tks.selected, tks.selected_by, tks.notes) == (
         "/usr/local/cuda-12.4",
         "/usr/local/cuda",
@@ -310,7 +324,7 @@ def test_missing_cuda_home_and_dangling_link_are_noted(tmp_path):
     b.link("/usr/local/cuda", "/usr/local/cuda-12.1")
     b.file("/opt/cuda/version.json", '{"cuda": {"version": "12.6.3"}}')
     b.file("/proc/self/environ", environ(CUDA_HOME="/opt/nothing", CUDA_PATH="relative/cuda"))
-    tks = facts_of(b).get(cf.toolkits)
+    tks = facts_of(b).get(cuda_tk.toolkits)
     assert [(t.path, t.version) for t in tks.toolkits] == [("/opt/cuda", "12.6.3")]
     assert (tks.selected, tks.selected_by) == ("/opt/nothing", "CUDA_HOME")
     assert set(tks.notes) == {
@@ -330,7 +344,7 @@ def test_toolkit_garbage_gives_notes_not_exceptions(tmp_path):
     b.file("/usr/local/cuda-9.9/bin/nvcc", ELF)
     b.answer("read", "/proc/self/environ", status="permission_denied")
     b.command(["nvcc", "--version"], "nvcc: something odd\n")
-    tks = facts_of(b).get(cf.toolkits)
+    tks = facts_of(b).get(cuda_tk.toolkits)
     by = {t.path: t for t in tks.toolkits}
     assert (by["/usr/local/cuda-12.2"].version, by["/usr/local/cuda-12.2"].source) == (
         "12.2",
@@ -350,7 +364,7 @@ def test_toolkit_garbage_gives_notes_not_exceptions(tmp_path):
 def test_usr_local_timeout_is_a_probe_failure(tmp_path):
     b = BundleBuilder(tmp_path).answer("list", "/usr/local", status="timeout", timeout_s=5.0)
     with pytest.raises(ProbeFailed):
-        facts_of(b).get(cf.toolkits)
+        facts_of(b).get(cuda_tk.toolkits)
 
 
 # --- libraries ------------------------------------------------------------------------
@@ -359,7 +373,7 @@ def test_usr_local_timeout_is_a_probe_failure(tmp_path):
 def test_libraries_from_ldconfig(tmp_path):
     text = fx("ldconfig-p-this-machine.txt") + fx("ldconfig-p-driver-lines.txt")
     b = BundleBuilder(tmp_path).command(["ldconfig", "-p"], text)
-    libs = facts_of(b).get(cf.libraries)
+    libs = facts_of(b).get(cuda_libs.libraries)
     assert libs.command == "ldconfig -p" and libs.notes == ()
     assert set(libs.named("libcuda")) == {"libcuda.so.1"}
     assert set(libs.named("libcudart")) == {"libcudart.so.13", "libcudart.so"}
@@ -373,14 +387,14 @@ def test_libraries_fall_back_to_sbin_and_time_out_as_errors(tmp_path):
         ["/sbin/ldconfig", "-p"],
         "\tlibcudnn.so.9 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcudnn.so.9\n",
     )
-    libs = facts_of(b).get(cf.libraries)
+    libs = facts_of(b).get(cuda_libs.libraries)
     assert libs.command == "/sbin/ldconfig -p"
     assert libs.libraries == {"libcudnn.so.9": ("/usr/lib/x86_64-linux-gnu/libcudnn.so.9",)}
-    empty = facts_of(BundleBuilder(tmp_path / "b")).get(cf.libraries)
+    empty = facts_of(BundleBuilder(tmp_path / "b")).get(cuda_libs.libraries)
     assert empty.libraries == {} and empty.command == "" and empty.notes
     hung = BundleBuilder(tmp_path / "c").command(["ldconfig", "-p"], status="timeout", timeout_s=10)
     with pytest.raises(ProbeFailed):
-        facts_of(hung).get(cf.libraries)
+        facts_of(hung).get(cuda_libs.libraries)
 
 
 # --- Python environments, frameworks, wheels ------------------------------------------
@@ -418,7 +432,7 @@ def python_envs(b: BundleBuilder, *, path_python: list[str] | None) -> BundleBui
     if path_python is not None:
         out = {"executable": "/usr/bin/python3", "version": "3.11.2", "sys_path": path_python}
         # pyenv-style shims may print a line of their own before the script's.
-        b.command(list(cf.PATH_PYTHON_ARGV), "pyenv: using 3.11.2\n" + json.dumps(out) + "\n")
+        b.command(list(sysf.PATH_PYTHON_ARGV), "pyenv: using 3.11.2\n" + json.dumps(out) + "\n")
     return b
 
 
@@ -462,7 +476,7 @@ def test_frameworks_across_two_environments(tmp_path):
     b.file(f"{SYSTEM}/jax/__init__.py", "")
     facts = facts_of(b)
 
-    envs = facts.get(cf.python_environments)
+    envs = facts.get(pyenv.python_environments)
     assert [(e.executable, e.source) for e in envs.environments] == [
         ("/opt/venv/bin/python", "dldoctor"),
         ("/usr/bin/python3", "python3 on PATH"),
@@ -472,7 +486,7 @@ def test_frameworks_across_two_environments(tmp_path):
     shared = {s.path: s.environments for s in envs.sites}[SYSTEM]
     assert shared == ("/opt/venv/bin/python", "/usr/bin/python3")
 
-    got = {(f.name, f.location): f for f in facts.get(cf.frameworks)}
+    got = {(f.name, f.location): f for f in facts.get(cuda_fw.frameworks)}
     new = got[("torch", f"{VENV}/torch")]
     assert (new.version, new.cuda, new.cudnn, new.nccl, new.notes) == (
         "2.14.1+cu130", "13.0", "9.24.0.43", "2.30.7", ())  # fmt: skip
@@ -500,7 +514,7 @@ def test_frameworks_across_two_environments(tmp_path):
     assert "jaxlib 0.10.2" in jax.notes and "jax-cuda12-plugin 0.10.2" in jax.notes
     assert jax.environments == ("/opt/venv/bin/python", "/usr/bin/python3")
 
-    wheels = {(w.name, w.location): (w.version, w.cuda) for w in facts.get(cf.nvidia_wheels)}
+    wheels = {(w.name, w.location): (w.version, w.cuda) for w in facts.get(pyenv.nvidia_wheels)}
     assert wheels == {
         ("nvidia-cudnn-cu13", VENV): ("9.24.0.43", "13"),
         ("nvidia-nccl-cu13", VENV): ("2.30.7", "13"),
@@ -509,12 +523,12 @@ def test_frameworks_across_two_environments(tmp_path):
         ("nvidia-cudnn-cu12", SYSTEM): ("9.8.0.87", "12"),
     }
 
-    cudnn = {(c.path, c.version, c.source) for c in facts.get(cf.cudnn)}
+    cudnn = {(c.path, c.version, c.source) for c in facts.get(cuda_libs.cudnn)}
     assert cudnn == {
         (f"{VENV}/nvidia/cudnn", "9.24.0.43", "wheel nvidia-cudnn-cu13"),
         (f"{SYSTEM}/nvidia/cudnn", "9.8.0.87", "wheel nvidia-cudnn-cu12"),
     }
-    nccl = {(n.path, n.version, n.source) for n in facts.get(cf.nccl)}
+    nccl = {(n.path, n.version, n.source) for n in facts.get(cuda_libs.nccl)}
     assert nccl == {
         (f"{VENV}/nvidia/nccl", "2.30.7", "wheel nvidia-nccl-cu13"),
         (f"{LOCAL}/nvidia/nccl", "2.21.5", "wheel nvidia-nccl-cu12"),
@@ -531,7 +545,7 @@ def test_tensorflow_cuda_build_and_a_shadowed_torch(tmp_path):
     b.file(f"{VENV}/torch/version.py", "__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\n")
     b.file(f"{SYSTEM}/torch/version.py", fx("torch-2.4.0+cu121-version.py"))
     facts = facts_of(b)
-    got = {(f.name, f.location): f for f in facts.get(cf.frameworks)}
+    got = {(f.name, f.location): f for f in facts.get(cuda_fw.frameworks)}
     tf = got[("tensorflow", f"{VENV}/tensorflow")]
     assert (tf.version, tf.cuda, tf.cudnn, tf.nccl) == ("2.15.0", "12.1", "8", None)
     assert "nvidia-cudnn-cu12 8.9.4.25 is installed beside it" in tf.notes
@@ -540,12 +554,12 @@ def test_tensorflow_cuda_build_and_a_shadowed_torch(tmp_path):
     shadowed = got[("torch", f"{SYSTEM}/torch")]
     assert f"/opt/venv/bin/python imports torch from {VENV}/torch, not from here" in shadowed.notes
     assert "requires no cuDNN wheel: bundled in torch/lib, or the system's" in shadowed.notes
-    assert facts.get(cf.python_environments).notes == ()  # python3 absent: not an oddity
+    assert facts.get(pyenv.python_environments).notes == ()  # python3 absent: not an oddity
 
 
 def test_framework_garbage_gives_notes(tmp_path):
     b = python_envs(BundleBuilder(tmp_path), path_python=None)
-    b.command(list(cf.PATH_PYTHON_ARGV), "Traceback: not json\n")
+    b.command(list(sysf.PATH_PYTHON_ARGV), "Traceback: not json\n")
     b.file(f"{VENV}/torch/version.py", "print('hello')\n")
     dist(
         b,
@@ -561,7 +575,7 @@ def test_framework_garbage_gives_notes(tmp_path):
         "Name: jaxlib\nVersion: 0.4.7+cuda11.cudnn86\n",
     )
     facts = facts_of(b)
-    got = {f.name: f for f in facts.get(cf.frameworks)}
+    got = {f.name: f for f in facts.get(cuda_fw.frameworks)}
     torch = got["torch"]
     assert (torch.version, torch.cuda, torch.cudnn) == ("2.4.0+cu121", "12.1", "9.1.0.70")
     assert "requires nvidia-cudnn-cu12==9.1.0.70, which is not installed" in torch.notes
@@ -571,22 +585,22 @@ def test_framework_garbage_gives_notes(tmp_path):
     assert got["deepspeed"].version == "0.14.0" and got["deepspeed"].location == VENV
     jaxlib = got["jaxlib"]
     assert (jaxlib.version, jaxlib.cuda, jaxlib.cudnn) == ("0.4.7+cuda11.cudnn86", "11", "8.6")
-    assert any("printed" in n for n in facts.get(cf.python_environments).notes)
+    assert any("printed" in n for n in facts.get(pyenv.python_environments).notes)
 
 
 def test_no_probe_and_no_python3(tmp_path):
-    b = BundleBuilder(tmp_path).command(list(cf.PATH_PYTHON_ARGV), status="not_installed")
+    b = BundleBuilder(tmp_path).command(list(sysf.PATH_PYTHON_ARGV), status="not_installed")
     facts = facts_of(b)
-    envs = facts.get(cf.python_environments)
+    envs = facts.get(pyenv.python_environments)
     assert envs.environments == () and envs.notes == ("interpreter probe: missing",)
-    assert facts.get(cf.frameworks) == () and facts.get(cf.nvidia_wheels) == ()
+    assert facts.get(cuda_fw.frameworks) == () and facts.get(pyenv.nvidia_wheels) == ()
 
 
 def test_python3_failure_is_noted(tmp_path):
     b = BundleBuilder(tmp_path).command(
-        list(cf.PATH_PYTHON_ARGV), stderr="Unknown option: -I\n", returncode=2
+        list(sysf.PATH_PYTHON_ARGV), stderr="Unknown option: -I\n", returncode=2
     )
-    assert facts_of(b).get(cf.python_environments).notes == (
+    assert facts_of(b).get(pyenv.python_environments).notes == (
         "interpreter probe: missing",
         "python3 on PATH exited with 2: Unknown option: -I",
     )
@@ -611,7 +625,7 @@ def test_cudnn_and_nccl_headers(tmp_path):
     b.file("/usr/local/cuda-12.4/include/cudnn_version.h", "#pragma once\n")
     b.file("/usr/local/cuda-12.4/include/cudnn.h", '#include "cudnn_version.h"\n')
     facts = facts_of(b)
-    cudnn = facts.get(cf.cudnn)
+    cudnn = facts.get(cuda_libs.cudnn)
     assert [(c.version, c.source, c.path) for c in cudnn] == [
         ("9.24.0", "cudnn_version.h", "/usr/include/x86_64-linux-gnu/cudnn_version_v9.h"),
         ("7.6.5", "cudnn.h", "/usr/local/cuda-10.2/include/cudnn.h"),
@@ -619,7 +633,7 @@ def test_cudnn_and_nccl_headers(tmp_path):
     ]
     assert cudnn[0].notes == ("found as /usr/include/cudnn_version.h",)
     assert cudnn[2].notes == ("cudnn_version.h: no numeric CUDNN_MAJOR/CUDNN_MINOR defines",)
-    nccl = facts.get(cf.nccl)
+    nccl = facts.get(cuda_libs.nccl)
     assert [(n.version, n.path) for n in nccl] == [("2.30.7", "/usr/include/nccl.h")]
 
 
@@ -630,7 +644,7 @@ THIS_TOOLKIT = "/usr/local/cuda-13.0"
 
 @pytest.mark.skipif(not os.path.isdir(THIS_TOOLKIT), reason=f"no {THIS_TOOLKIT} here")
 def test_live_pip_assembled_toolkit_is_13_0():
-    tks = Facts(LiveHost()).get(cf.toolkits)
+    tks = Facts(LiveHost()).get(cuda_tk.toolkits)
     tk = tks.get(THIS_TOOLKIT)
     assert tk is not None, tks
     assert tk.path == THIS_TOOLKIT and tk.version == "13.0", tk
@@ -638,7 +652,14 @@ def test_live_pip_assembled_toolkit_is_13_0():
 
 def test_live_facts_record_and_replay_the_same(tmp_path):
     recording = RecordingHost(LiveHost())
-    all_facts = (cf.toolkits, cf.libraries, cf.cudnn, cf.nccl, cf.frameworks, cf.nvidia_wheels)
+    all_facts = (
+        cuda_tk.toolkits,
+        cuda_libs.libraries,
+        cuda_libs.cudnn,
+        cuda_libs.nccl,
+        cuda_fw.frameworks,
+        pyenv.nvidia_wheels,
+    )
     live = Facts(recording)
     values = [live.get(f) for f in all_facts]
     bundle = recording.write_bundle(str(tmp_path / "bundle"), argv=["test"])

@@ -269,7 +269,7 @@ def library_version(ctx: FactContext) -> str:
     NVML reports the kernel driver's version, so this is the independent side of the
     "module = library" comparison: the file the library link points at.
     """
-    from dldoctor.facts.cuda import libraries
+    from dldoctor.facts.cudalibs import libraries
 
     found = ctx.get(libraries).named("libnvidia-ml")
     for soname in found:
