@@ -4,7 +4,7 @@ and parallel filesystems, firmware."""
 from __future__ import annotations
 
 from dldoctor.facts import Facts
-from dldoctor.facts.mdraid import MdArray, md_raid
+from dldoctor.facts.mdraid import MdArray, MemberMap, SyncProgress, md_raid, member_map
 from dldoctor.facts.rdma import rdma_devices
 from dldoctor.facts.storage import Space, mounts, netfs, nvme, space, space_fact
 from dldoctor.model import Outcome, Status, failed, passed, skipped, warned
@@ -26,6 +26,58 @@ def describe(a: MdArray) -> str:
     return f"{a.name}: {a.state} {a.level}{shape}".rstrip()
 
 
+def progress(sync: SyncProgress) -> str:
+    """ "recovery 12.6%, about 128 min left"; "resync waiting (DELAYED)" """
+    if sync.percent is None:
+        why = "DELAYED" if sync.delayed else "PENDING" if sync.pending else "not started"
+        return f"{sync.action} waiting ({why})"
+    left = ""
+    if sync.finish_min is not None:
+        minutes = sync.finish_min
+        left = (
+            ", under a minute left"
+            if minutes < 1
+            else f", about {minutes / 60:.0f} h left"
+            if minutes >= 180
+            else f", about {minutes:.0f} min left"
+        )
+    return f"{sync.action} {sync.percent:.1f}%{left}"
+
+
+def what_is_missing(mm: MemberMap) -> str:
+    """ "failed: sdc1; empty slot 1" """
+    parts = []
+    if mm.failed:
+        parts.append(f"failed: {', '.join(mm.failed)}")
+    if mm.empty_slots:
+        parts.append(f"empty slot {', '.join(str(i) for i in mm.empty_slots)}")
+    return "; ".join(parts) or f"{mm.missing} member(s) missing"
+
+
+def replace_advice(a: MdArray, mm: MemberMap) -> str:
+    dev = f"/dev/{a.name}"
+    steps = []
+    if mm.failed:
+        bad = " ".join(f"/dev/{name}" for name in mm.failed)
+        steps.append(
+            f"replace failed member {', '.join(mm.failed)} (`mdadm {dev} --remove {bad}`, "
+            "swap the disk)"
+        )
+    if mm.missing > len(mm.failed) and not mm.spares:
+        slots = ", ".join(str(i) for i in mm.empty_slots)
+        steps.append(f"put a new disk in the empty slot(s){f' ({slots})' if slots else ''}")
+    if mm.spares and a.sync is not None and a.sync.action == "reshape":
+        steps.append(f"spare {', '.join(mm.spares)} is rebuilt onto once the reshape ends")
+    elif mm.spares:
+        steps.append(
+            f"spare {', '.join(mm.spares)} is not being used: remove it and `mdadm {dev} "
+            "--add` it again to start the recovery"
+        )
+    else:
+        steps.append(f"`mdadm {dev} --add /dev/<new disk>` starts the recovery onto it")
+    return f"{a.name}: " + "; ".join(steps)
+
+
 @check(
     "storage.raid",
     "Software RAID",
@@ -34,45 +86,73 @@ def describe(a: MdArray) -> str:
     "data: RAID 0 has no redundancy.",
 )
 def raid(facts: Facts, policy: Policy) -> Outcome:
+    """Judged by the member map: a degraded array stays degraded while it resyncs, checks or
+    reshapes; only a recovery onto a member in a slot repairs it."""
     md = facts.get(md_raid)
     if md.mdstat is None or not md.mdstat.arrays:
         return skipped("no software RAID arrays", md.notes)
-    broken, rebuilding, lines = [], [], []
+    broken, recovering, lines, advice, busy, eta, names = [], [], [], [], [], [], []
     for a in md.mdstat.arrays:
         if a.metadata in ("external:imsm", "external:ddf"):
             # A firmware-RAID container (Intel VROC/RST, DDF) is always "inactive": the
             # volumes inside it (external:/mdN/...) are what holds data, and are judged.
             lines.append(f"{a.name}: {a.metadata.split(':')[1].upper()} container")
             continue
-        line = describe(a) + where_mounted(facts, a.name)
-        failed_members = ", ".join(m.name for m in a.failed_members)
-        if failed_members:
-            line += f"; failed: {failed_members}"
+        sysfs = md.sysfs.get(a.name, {})
         detail = md.details.get(a.name)
+        mm = member_map(a, sysfs, detail)
+        line = describe(a) + where_mounted(facts, a.name)
+        if mm.failed and not mm.degraded:  # a degraded array says it below
+            line += f"; failed: {', '.join(mm.failed)}"
         if detail is not None and detail.state:
             line += f"; mdadm: {detail.state}"
-        elif md.sysfs.get(a.name, {}).get("array_state"):
-            line += f"; array_state {md.sysfs[a.name]['array_state']}"
+        elif sysfs.get("array_state"):
+            line += f"; array_state {sysfs['array_state']}"
+        sync = a.sync
+        if sync is None and sysfs.get("sync_action") == "recover":
+            sync = SyncProgress("recovery")
         if a.state.startswith("inactive"):
             broken.append(f"{line} — its data is not available")
-        elif a.degraded and not (a.sync and a.sync.action in ("recovery", "reshape")):
-            broken.append(f"{line} — degraded")
-        elif a.sync and a.sync.action in ("recovery", "resync", "reshape"):
-            pct = f"{a.sync.percent:.1f}%" if a.sync.percent is not None else "waiting"
-            eta = f", about {a.sync.finish_min:.0f} min left" if a.sync.finish_min else ""
-            rebuilding.append(f"{line} — {a.sync.action} {pct}{eta}")
+            advice.append(f"{a.name}: `mdadm --assemble --scan` (RAID 0: restore its data)")
+            names.append(a.name)
+        elif not mm.degraded:
+            if sync is not None:
+                line += f", {progress(sync)}"
+                busy.append(a.name)
+            lines.append(line)
+        elif sync is not None and sync.action == "recovery" and mm.rebuilding:
+            onto = f" onto {', '.join(mm.rebuilding_names)}" if mm.rebuilding_names else ""
+            text = f"{line} — {progress(sync)}{onto}"
+            if mm.recovery_covers:
+                recovering.append(text)
+                eta.append(f"{a.name} {progress(sync)}")
+            else:
+                left = mm.missing - mm.rebuilding
+                broken.append(f"{text}; {left} slot(s) stay empty after it")
+                advice.append(replace_advice(a, mm))
+                names.append(a.name)
         else:
-            action = f", {a.sync.action} running" if a.sync else ""
-            lines.append(line + action)
+            doing = f"; {progress(sync)}: a {sync.action} does not repair it" if sync else ""
+            if sync is not None and sync.action == "recovery":
+                doing = f"; {progress(sync)}, but no member in a slot is being rebuilt"
+            broken.append(f"{line} — degraded ({what_is_missing(mm)}){doing}")
+            advice.append(replace_advice(a, mm))
+            names.append(a.name)
     if broken:
-        return failed(f"{len(broken)} array(s) degraded or inactive", broken + rebuilding + lines)
-    if rebuilding:
-        return warned(
-            f"{len(rebuilding)} array(s) rebuilding",
-            rebuilding + lines,
-            remediation="Wait for the rebuild; avoid heavy I/O on it meanwhile.",
+        return failed(
+            f"{len(broken)} array(s) degraded or inactive: {', '.join(names)}",
+            broken + recovering + lines,
+            remediation=". ".join(advice) + ".",
         )
-    return passed(f"{len(lines)} array(s) clean", lines)
+    if recovering:
+        return warned(
+            f"{len(recovering)} degraded array(s) recovering: {'; '.join(eta)}",
+            recovering + lines,
+            remediation="Wait for the recovery; do not reboot meanwhile, and keep heavy I/O "
+            "off the array: it has no redundancy until the recovery ends.",
+        )
+    running = f"; {', '.join(busy)} busy (resync/check/reshape)" if busy else ""
+    return passed(f"{len(lines)} array(s) clean{running}", lines)
 
 
 @check(

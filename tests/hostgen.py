@@ -469,6 +469,7 @@ def gpu_server(
     links_down: dict[int, tuple[int, ...]] | None = None,
     link_errors: dict[int, dict[tuple[int, int], int]] | None = None,
     fabricmanager: str = "active",
+    kernel_lines: tuple[str, ...] = (),
 ) -> None:
     """An HGX H100 server: 8 GPUs, each behind its own PCIe Gen5 switch, a ConnectX-7 beside
     GPUs 0 and 4, four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver."""
@@ -602,7 +603,7 @@ def gpu_server(
         state,
         returncode=0 if fabricmanager == "active" else 3,
     )
-    journal(b, QUIET_JOURNAL + limited, NOW)
+    journal(b, QUIET_JOURNAL + limited + list(kernel_lines), NOW)
     storage(b, broken_raid=broken_raid, ckpt_free_pct=ckpt_free_pct)
     cuda_toolkit(b, "12.4.1")
     torch_cu121(b)
@@ -681,6 +682,33 @@ def hgx_h100x8_fabricmanager_down(b: BundleBuilder) -> None:
         links_down={i: tuple(range(18)) for i in range(8)},
         fabricmanager="failed",
     )
+
+
+# NVSwitch SXid events as journalctl prints them, the driver's message bodies unchanged but
+# for the switch: 22013 from NVIDIA/nvtrust issue #124 (an HGX H100 boot log), 20034 from
+# the Red Hat capture in fixtures/corpus/dmesg-sxid (see fixtures/SOURCES.md).
+SXID_JOURNAL = (
+    "2026-11-29T08:00:25.948274+0000 hgx-h100-14 kernel: nvidia-nvswitch1: SXid "
+    "(PCI:0000:c6:00.0): 22013, Non-fatal, Link 00 Minion Link DLREQ interrupt",
+    "2026-11-29T08:00:25.950244+0000 hgx-h100-14 kernel: nvidia-nvswitch1: SXid "
+    "(PCI:0000:c6:00.0): 22013, Severity 0 Engine instance 00 Sub-engine instance 00",
+    "2026-11-29T08:00:25.952303+0000 hgx-h100-14 kernel: nvidia-nvswitch1: SXid "
+    "(PCI:0000:c6:00.0): 22013, Data {0x00000000, 0x00000000, 0x00000000, 0x00000000, "
+    "0x80005302, 0x00000000, 0x00000000, 0x00000000, 0x00000000}",
+    "2026-11-30T03:12:09.740743+0000 hgx-h100-14 kernel: nvidia-nvswitch2: SXid "
+    "(PCI:0000:c7:00.0): 20034, Fatal, Link 30 LTSSM Fault Up",
+    "2026-11-30T03:12:09.740754+0000 hgx-h100-14 kernel: nvidia-nvswitch2: SXid "
+    "(PCI:0000:c7:00.0): 20034, Severity 1 Engine instance 30 Sub-engine instance 00",
+    "2026-11-30T03:12:09.740758+0000 hgx-h100-14 kernel: nvidia-nvswitch2: SXid "
+    "(PCI:0000:c7:00.0): 20034, Data {0x50610002, 0x10100030, 0x00000000, 0x10100030, "
+    "0x00000000, 0x00000000, 0x00000000, 0x00000000}",
+)
+
+
+def hgx_h100x8_nvswitch_sxid(b: BundleBuilder) -> None:
+    """NVSwitch 2 reported a fatal SXid (20034, a link went down) five hours ago; NVSwitch 1
+    the Minion DLREQ interrupt at boot that NVIDIA says to ignore."""
+    gpu_server(b, "hgx-h100-14", kernel_lines=SXID_JOURNAL)
 
 
 def docker_h100_devshm_64m(b: BundleBuilder) -> None:
@@ -842,6 +870,7 @@ SCENARIOS = {
     "hgx-h100x8-checkpoints-full": hgx_h100x8_checkpoints_full,
     "hgx-h100x8-nvlink-down": hgx_h100x8_nvlink_down,
     "hgx-h100x8-fabricmanager-down": hgx_h100x8_fabricmanager_down,
+    "hgx-h100x8-nvswitch-sxid": hgx_h100x8_nvswitch_sxid,
     "vm-a100-vgpu-guest": vm_a100_vgpu_guest,
     "workstation-rtx4090-nouveau": workstation_rtx4090_nouveau,
     "a100-driver470-torch-cu121": a100_driver470_torch_cu121,

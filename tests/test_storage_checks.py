@@ -17,12 +17,14 @@ from tests.conftest import FIXTURES
 MDSTAT = FIXTURES / "corpus/mdstat"
 
 VERDICTS = {
-    "procfs-composite-many-states-reshape-check-imsm.txt": ("fail", "2 array(s) degraded or inactive"),
+    # md42 (degraded, reshaping) and md6 (degraded; a recovery line but no member in a slot
+    # to rebuild onto) were once "rebuilding": neither is being repaired.
+    "procfs-composite-many-states-reshape-check-imsm.txt": ("fail", "4 array(s) degraded or inactive: md4, md6, md7, md42"),
     "pymdstat-01-empty-no-arrays.txt": ("skip", "no software RAID arrays"),
     "pymdstat-02-raid5-md_d0-bitmap-clean.txt": ("pass", "1 array(s) clean"),
     "pymdstat-04-raid1x3-plus-raid5-10disk-clean.txt": ("pass", "4 array(s) clean"),
-    "pymdstat-05-raid5-degraded-recovery-12pct.txt": ("warn", "1 array(s) rebuilding"),
-    "pymdstat-07-raid1-6way-failed-member-degraded.txt": ("fail", "1 array(s) degraded or inactive"),
+    "pymdstat-05-raid5-degraded-recovery-12pct.txt": ("warn", "1 degraded array(s) recovering: md127 recovery 12.6%, about 128 min left"),
+    "pymdstat-07-raid1-6way-failed-member-degraded.txt": ("fail", "1 array(s) degraded or inactive: md1"),
     "pymdstat-10-raid1-raid0-nvme-mixed-clean.txt": ("pass", "4 array(s) clean"),
     "pymdstat-12-raid0-loop-devices.txt": ("pass", "1 array(s) clean"),
     "pymdstat-14-raid0-trailing-space-personalities.txt": ("pass", "1 array(s) clean"),
@@ -48,6 +50,115 @@ def test_recovery_shows_progress_and_finish(tmp_path):
     assert outcome.details == (
         "md127: active raid5 [6/5] [UUUUU_] — recovery 12.6%, about 128 min left",
     )
+
+
+def one_array(name: str, source: str = "procfs-composite-many-states-reshape-check-imsm.txt"):
+    """The Personalities line and one array's stanza of a corpus mdstat, lines unchanged."""
+    lines = (MDSTAT / source).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{name} :"))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].strip())
+    return "\n".join([lines[0], "", *lines[start:end], "", "unused devices: <none>", ""])
+
+
+def raid_of(tmp_path, mdstat: str, **commands):
+    b = BundleBuilder(tmp_path / "b").file("/proc/mdstat", mdstat)
+    for name, output in commands.items():
+        b.command(["mdadm", "--detail", f"/dev/{name}"], output)
+    return storage.raid(Facts(ReplayHost(str(b.root))), Policy())
+
+
+def test_a_degraded_array_that_reshapes_is_not_being_repaired(tmp_path):
+    outcome = raid_of(tmp_path, one_array("md42"))  # raid5 [3/2] [UU_], reshape 56.1%
+    assert (outcome.status, outcome.summary) == (
+        Status.FAIL,
+        "1 array(s) degraded or inactive: md42",
+    )
+    assert outcome.details == (
+        "md42: active raid5 [3/2] [UU_] — degraded (empty slot 2); reshape 56.1%, about 31 h "
+        "left: a reshape does not repair it",
+    )
+    # Its spare takes the slot only after the reshape: no "wait", and no new disk needed.
+    assert outcome.remediation == "md42: spare sda1 is rebuilt onto once the reshape ends."
+
+
+def test_a_degraded_array_without_a_recovery_names_the_member_to_replace(tmp_path):
+    outcome = raid_of(tmp_path, one_array("md7"))  # raid6 [4/3] [U_UU], sdc1[1](F)
+    assert outcome.status == Status.FAIL
+    assert outcome.details == (
+        "md7: active raid6 [4/3] [U_UU] — degraded (failed: sdc1; empty slot 1)",
+    )
+    assert outcome.remediation == (
+        "md7: replace failed member sdc1 (`mdadm /dev/md7 --remove /dev/sdc1`, swap the disk); "
+        "`mdadm /dev/md7 --add /dev/<new disk>` starts the recovery onto it."
+    )
+    assert "wait" not in outcome.remediation.lower()
+
+
+def test_two_missing_slots_and_one_failed_member_ask_for_both(tmp_path):
+    text = (MDSTAT / "pymdstat-07-raid1-6way-failed-member-degraded.txt").read_text()
+    outcome = raid_of(tmp_path, text)  # raid1 [6/4] [_UUUU_], sde1[6](F)
+    assert "replace failed member sde1" in outcome.remediation
+    assert "put a new disk in the empty slot(s) (0, 5)" in outcome.remediation
+
+
+def test_a_recovery_line_without_a_member_to_rebuild_onto_does_not_repair(tmp_path):
+    # md6: [2/1] [U_] with "recovery = 8.5%", but its only other members are sdb2(F) and
+    # the spare sdc(S): nothing in a slot is being rebuilt.
+    outcome = raid_of(tmp_path, one_array("md6"))
+    assert outcome.status == Status.FAIL
+    assert "no member in a slot is being rebuilt" in outcome.details[0]
+    assert "spare sdc is not being used" in outcome.remediation
+
+
+def test_a_recovery_onto_a_member_warns_with_progress_and_says_do_not_reboot(tmp_path):
+    text = (MDSTAT / "pymdstat-05-raid5-degraded-recovery-12pct.txt").read_text()
+    outcome = raid_of(tmp_path, text)  # [6/5], six members in slots: one is being rebuilt
+    assert outcome.status == Status.WARN
+    assert "12.6%, about 128 min left" in outcome.summary
+    assert "do not reboot" in outcome.remediation
+
+
+def test_a_recovery_that_leaves_a_slot_empty_still_fails(tmp_path):
+    # md_seq_show() format: raid6 missing two members, one new member (sde1) being rebuilt.
+    text = (
+        "Personalities : [raid6]\n"
+        "md5 : active raid6 sde1[4] sdc1[2] sdb1[1] sda1[0]\n"
+        "      3906764800 blocks super 1.2 level 6, 512k chunk, algorithm 2 [5/3] [UUU__]\n"
+        "      [=>...................]  recovery =  9.0% (175813632/1953382400) "
+        "finish=150.2min speed=197231K/sec\n\nunused devices: <none>\n"
+    )
+    outcome = raid_of(tmp_path, text)
+    assert outcome.status == Status.FAIL
+    assert outcome.details[0].endswith("1 slot(s) stay empty after it")
+
+
+@pytest.mark.parametrize(
+    ("name", "running"),
+    [("md8", "resync 8.5%, about 17 min left"), ("md201", "check 5.7%, under a minute left"),
+     ("md9", "resync waiting (DELAYED)")],
+)  # fmt: skip
+def test_resync_or_check_of_a_whole_array_passes(tmp_path, name, running):
+    outcome = raid_of(tmp_path, one_array(name))
+    assert outcome.status == Status.PASS
+    assert outcome.summary == f"1 array(s) clean; {name} busy (resync/check/reshape)"
+    assert running in outcome.details[0]
+
+
+def test_the_reshape_of_a_whole_array_passes(tmp_path):
+    # /dev/md0 of insights' `mdadm --detail`: 21 of 21 devices active, "active, reshaping";
+    # its mdstat written in md_seq_show()'s format.
+    detail = (FIXTURES / "corpus/mdadm-detail/insights-mdadm-d-content-md0.txt").read_text()
+    members = " ".join(f"sd{c}1[{i}]" for i, c in enumerate("bcdefghijklmnopqrstuv"))
+    mdstat = (
+        f"Personalities : [raid6] [raid5]\nmd0 : active raid5 {members} sda1[16](S)\n"
+        "      21877481472 blocks super 1.2 level 5, 512k chunk, algorithm 2 [21/21] "
+        "[UUUUUUUUUUUUUUUUUUUUU]\n"
+        "      [=====>...............]  reshape = 28.0% (437549629/1562677248) "
+        "finish=2291.1min speed=8183K/sec\n\nunused devices: <none>\n"
+    )
+    outcome = raid_of(tmp_path, mdstat, md0=detail)
+    assert outcome.status == Status.PASS
+    assert "mdadm: active, reshaping, reshape 28.0%, about 38 h left" in outcome.details[0]
 
 
 def test_a_hung_mount_is_an_error_naming_it():

@@ -826,3 +826,32 @@ def test_live_host_storage_facts_on_this_machine():
     assert isinstance(facts.get(st.nvme), tuple)
     raid = facts.get(md.md_raid)
     assert raid.mdstat is None or isinstance(raid.mdstat, md.Mdstat)
+
+
+def test_member_map_takes_removed_slots_and_the_rebuilt_member_from_mdadm():
+    # raid1 [2/1] [U_] recovering onto sdb1; mdadm's table names the member being rebuilt.
+    array = MdArray(
+        "md0", "active", "raid1", (MdMember("sdb1", 2, "active"), MdMember("sda1", 0, "active")),
+        raid_disks=2, active_disks=1, status_map="U_", degraded=True,
+        sync=SyncProgress("recovery", 40.0),
+    )  # fmt: skip
+    detail = md.MdadmDetail(
+        raid_devices=2, active=1,
+        members=(MdadmMember(0, 0, "active sync", "/dev/sda1"),
+                 MdadmMember(2, 1, "spare rebuilding", "/dev/sdb1")),
+    )  # fmt: skip
+    mm = md.member_map(array, {"degraded": "1"}, detail)
+    assert (mm.missing, mm.empty_slots, mm.rebuilding, mm.rebuilding_names) == (
+        1,
+        (1,),
+        1,
+        ("sdb1",),
+    )
+    assert mm.recovery_covers
+    gone = md.MdadmDetail(raid_devices=2, active=1,
+                          members=(MdadmMember(0, 0, "active sync", "/dev/sda1"),
+                                   MdadmMember(None, 1, "removed", "")))  # fmt: skip
+    bare = MdArray("md0", "active", "raid1", (MdMember("sda1", 0, "active"),), raid_disks=2,
+                   active_disks=1, status_map="U_", degraded=True)  # fmt: skip
+    mm = md.member_map(bare, {}, gone)
+    assert (mm.missing, mm.empty_slots, mm.rebuilding, mm.recovery_covers) == (1, (1,), 0, False)

@@ -342,6 +342,85 @@ def parse_mdadm_detail(text: str) -> MdadmDetail:
     )
 
 
+# --- the member map --------------------------------------------------------------------
+
+# Roles that hold a raid slot: a member without (F), (S) or (J) is in the array; one that is
+# not in sync yet is the target of a recovery (the kernel gives a spare its slot before the
+# recovery starts, so a recovering member is never printed with (S)).
+_IN_SLOT = ("active", "write-mostly", "replacement")
+
+
+@dataclass(frozen=True)
+class MemberMap:
+    """What the members of one array say about its redundancy, from every source read.
+
+    `missing` is what decides "degraded": a resync, check or reshape never fills a slot;
+    only a recovery onto a member in a slot (`rebuilding`) does.
+    """
+
+    missing: int = 0  # slots without an in-sync member
+    empty_slots: tuple[int, ...] = ()  # their numbers, where known ([U_U] position, mdadm)
+    failed: tuple[str, ...] = ()  # faulty members ("sdb1")
+    rebuilding: int = 0  # members in a slot that are not in sync yet
+    rebuilding_names: tuple[str, ...] = ()  # which, where mdadm says ("spare rebuilding")
+    spares: tuple[str, ...] = ()  # members outside the array, waiting for a slot
+
+    @property
+    def degraded(self) -> bool:
+        return self.missing > 0
+
+    @property
+    def recovery_covers(self) -> bool:
+        """Enough members are being rebuilt to fill every missing slot."""
+        return self.rebuilding >= self.missing
+
+
+def _dev(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def member_map(
+    array: MdArray, sysfs: dict[str, str] | None = None, detail: MdadmDetail | None = None
+) -> MemberMap:
+    """The member map of `array` from /proc/mdstat, its sysfs `degraded` count and, when
+    mdadm answered, its member table (which names the slots and the devices mdstat
+    cannot: a removed slot, the member being rebuilt)."""
+    counts: list[int] = []
+    if array.raid_disks is not None and array.active_disks is not None:
+        counts.append(max(array.raid_disks - array.active_disks, 0))
+    elif array.status_map:
+        counts.append(array.status_map.count("_"))
+    degraded = (sysfs or {}).get("degraded", "")
+    if degraded.isdigit():
+        counts.append(int(degraded))
+    empty = [i for i, c in enumerate(array.status_map) if c == "_"]
+    failed = [m.name for m in array.failed_members]
+    rebuilding_names: list[str] = []
+    if detail is not None:
+        if detail.raid_devices is not None and detail.active is not None:
+            counts.append(max(detail.raid_devices - detail.active, 0))
+        for m in detail.members:
+            state = m.state.lower()
+            if "faulty" in state and m.device and _dev(m.device) not in failed:
+                failed.append(_dev(m.device))
+            elif "removed" in state and m.raid_device is not None and m.raid_device not in empty:
+                empty.append(m.raid_device)
+            elif "rebuilding" in state and m.device:
+                rebuilding_names.append(_dev(m.device))
+    rebuilding = len(rebuilding_names)
+    if array.active_disks is not None:
+        in_slot = sum(1 for m in array.members if m.role in _IN_SLOT)
+        rebuilding = max(rebuilding, in_slot - array.active_disks)
+    return MemberMap(
+        missing=max(counts, default=0),
+        empty_slots=tuple(sorted(empty)),
+        failed=tuple(failed),
+        rebuilding=rebuilding,
+        rebuilding_names=tuple(rebuilding_names),
+        spares=tuple(m.name for m in array.spare_members),
+    )
+
+
 # --- the fact -------------------------------------------------------------------------
 
 
