@@ -69,6 +69,7 @@ passed = _outcome(Status.PASS)
 warned = _outcome(Status.WARN)
 failed = _outcome(Status.FAIL)
 skipped = _outcome(Status.SKIP)
+errored = _outcome(Status.ERROR)  # the check could not look (a probe timed out or broke)
 
 
 @dataclass(frozen=True)
