@@ -28,6 +28,10 @@ class InputError(Exception):
     pass
 
 
+class OutputError(Exception):
+    """The report could not be written (stdout closed, full, or failing)."""
+
+
 def _id_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -38,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A doctor for deep-learning hosts: finds what is misconfigured, "
         "explains it, and says how to fix it.",
         epilog="Exit codes: 0 ok, 1 problems found, 2 usage error, 3 some checks could not "
-        "finish, 4 unreadable bundle or policy, 5 internal error.",
+        "finish, 4 unreadable bundle or policy, 5 internal error, 6 the report could not be "
+        "written.",
     )
     p.add_argument(
         "--check",
@@ -103,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
         return ExitCode.BAD_INPUT
+    except OutputError as exc:
+        print(f"dldoctor: {exc}", file=sys.stderr)
+        return ExitCode.OUTPUT
     except KeyboardInterrupt:
         print("dldoctor: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
@@ -144,7 +152,13 @@ def _main(argv: Sequence[str] | None) -> ExitCode:
         strict=args.strict,
         policy_source=policy_source,
     )
-    code = exit_code_for(report.findings, strict=args.strict)
+    _write_report(args, report)
+    return exit_code_for(report.findings, strict=args.strict)
+
+
+def _write_report(args: argparse.Namespace, report) -> None:
+    if sys.stdout is None:  # started with stdout closed (`>&-`)
+        raise OutputError("cannot write the report: standard output is closed")
     try:
         if args.json:
             from dldoctor.render.jsondoc import render_json
@@ -158,8 +172,15 @@ def _main(argv: Sequence[str] | None) -> ExitCode:
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`dldoctor --check | head`): the verdict still stands.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return code
+        _discard_stdout()
+    except OSError as exc:  # a full disk (`> /dev/full`), an I/O error
+        _discard_stdout()
+        raise OutputError(f"cannot write the report: {exc.strerror or exc}") from None
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered must not fail again at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _policy(args: argparse.Namespace):
