@@ -237,6 +237,7 @@ def _host(args: argparse.Namespace, policy):
 
         try:
             reader = BundleReader(args.bundle)
+            reader.require_contents()
             changed = reader.verify()
         except (BundleError, OSError) as exc:
             raise InputError(

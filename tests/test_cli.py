@@ -77,6 +77,9 @@ def test_exit_3_when_a_check_cannot_finish(tmp_path):
 @pytest.mark.parametrize("make", [
     lambda p: ["--from", str(p / "absent")],
     lambda p: (p.joinpath("answers.json").write_text("{"), ["--from", str(p)])[1],
+    lambda p: ["--from", str(p)],  # an empty directory is no bundle
+    lambda p: (p.joinpath("README").write_text("notes\n"), ["--from", str(p)])[1],
+    lambda p: ["--from", "/etc"],
     lambda p: ["--policy", str(p / "absent.toml")],
     lambda p: (p.joinpath("bad.toml").write_text("[kernel]\nmin = 1\n"), ["--policy", str(p / "bad.toml")])[1],
 ])  # fmt: skip
