@@ -33,7 +33,10 @@ class OutputError(Exception):
 
 
 def _id_list(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
+    ids = [t.strip() for t in text.split(",") if t.strip()]
+    if not ids:  # `--only ''` must not mean "everything"
+        raise argparse.ArgumentTypeError("expected check ids, id prefixes or categories")
+    return ids
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout",
         type=float,
         metavar="SECONDS",
-        help="time limit of each command and filesystem probe",
+        help="time limit of each command and filesystem probe (more than 0, at most 3600)",
     )
     p.add_argument(
         "--no-plugins",
@@ -186,15 +189,15 @@ def _discard_stdout() -> None:
 def _policy(args: argparse.Namespace):
     from dataclasses import replace
 
-    from dldoctor.policy import PolicyError, load_policy
+    from dldoctor.policy import MAX_TIMEOUT_S, TIMEOUT_RANGE, PolicyError, load_policy
 
     try:
         policy, source = load_policy(args.policy)
     except PolicyError as exc:
         raise InputError(str(exc)) from None
     if args.timeout is not None:
-        if not math.isfinite(args.timeout) or args.timeout <= 0:
-            raise UsageError("--timeout must be a positive number of seconds")
+        if not (math.isfinite(args.timeout) and 0 < args.timeout <= MAX_TIMEOUT_S):
+            raise UsageError(f"--timeout {TIMEOUT_RANGE}")
         t = args.timeout
         timeouts = replace(policy.timeouts, command_s=t, filesystem_s=t, nvml_s=t)
         policy = replace(policy, timeouts=timeouts)

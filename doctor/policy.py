@@ -111,6 +111,11 @@ class NetworkPolicy:
     ib_ports: tuple[str, ...] = ()  # "mlx5_0:1", ...: ports that must be ACTIVE
 
 
+# Longer than any probe should take; past ~24 days the OS's poll() cannot even wait.
+MAX_TIMEOUT_S = 3600.0
+TIMEOUT_RANGE = f"must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds"
+
+
 @dataclass(frozen=True)
 class Timeouts:
     command_s: float = 10.0
@@ -123,8 +128,8 @@ class Timeouts:
     def __post_init__(self) -> None:
         for name in ("command_s", "filesystem_s", "nvml_s", "check_s"):
             value = getattr(self, name)
-            if not math.isfinite(value) or value <= 0:
-                raise PolicyError(f"timeouts.{name} must be a positive number of seconds")
+            if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+                raise PolicyError(f"timeouts.{name} {TIMEOUT_RANGE}")
 
 
 @dataclass(frozen=True)

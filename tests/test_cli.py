@@ -59,11 +59,23 @@ def test_exit_1_on_failure_and_on_warnings_with_strict():
     )
 
 
-@pytest.mark.parametrize("args", [["--bogus"], ["--only", "gpu.nonexistent"], ["--timeout", "0"]])
+@pytest.mark.parametrize("args", [
+    ["--bogus"], ["--only", "gpu.nonexistent"], ["--timeout", "0"],
+    ["--timeout", "1e7"], ["--timeout", "1e300"],  # poll() cannot wait that long
+    ["--only", ""], ["--only", ","], ["--skip", ""],  # not "everything"
+    ["--only", "system", "--skip", "system"],  # nothing to run is no "No issues found!"
+])  # fmt: skip
 def test_exit_2_usage(args):
     proc = run_dldoctor("--check", "--from", HEALTHY, *args)
     assert proc.returncode == ExitCode.USAGE
     assert proc.stdout == "" and "Traceback" not in proc.stderr
+    assert "internal error" not in proc.stderr
+
+
+def test_a_timeout_out_of_range_says_the_range():
+    proc = run_dldoctor("--check", "--from", HEALTHY, "--timeout", "1e7")
+    assert proc.stderr == "dldoctor: --timeout must be more than 0 and at most 3600 seconds\n"
+    assert run_dldoctor("--check", "--from", HEALTHY, "--timeout", "3600").returncode == 0
 
 
 def test_exit_3_when_a_check_cannot_finish(tmp_path):

@@ -81,3 +81,5 @@ def test_select_by_id_prefix_and_category():
     # "system.mem" is not a prefix at a dot: it must not match system.memory.
     with pytest.raises(ValueError, match="no check matches 'system.mem'"):
         select(specs, ["system.mem"], [])
+    with pytest.raises(ValueError, match="leave no check to run"):
+        select(specs, ["system.memory"], ["system"])
