@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sys
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from dldoctor.versions import version_tuple
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -148,6 +152,40 @@ class Policy:
     timeouts: Timeouts = field(default_factory=Timeouts)
 
 
+def _non_negative(value: float) -> str:
+    return "" if value >= 0 else "must not be negative"
+
+
+def _percent(value: float) -> str:
+    return "" if 0 <= value <= 100 else "must be a percentage from 0 to 100"
+
+
+def _version(value: str) -> str:
+    # What versions.at_least compares: without a number every comparison would be "unknown".
+    return "" if version_tuple(value) is not None else 'must be a version number such as "5.15"'
+
+
+# Checks on a policy file's values beyond their type, by key (list indexes left out).
+RULES: dict[str, Callable[[Any], str]] = {
+    "os.supported.min_version": _version,
+    "kernel.min_version": _version,
+    "python.min_version": _version,
+    "libc.min_glibc": _version,
+    "gpu.min_driver": _version,
+    "firmware.minimums.min_version": _version,
+    "gpu.expected_count": _non_negative,
+    "gpu.xid_window_hours": _non_negative,
+    "memory.min_total_gib": _non_negative,
+    "memory.gpu_ratio": _non_negative,
+    "memory.min_devshm_gib": _non_negative,
+    "cpu.min_cores": _non_negative,
+    "limits.min_nofile": _non_negative,
+    "network.min_rate_gbps": _non_negative,
+    "storage.warn_free_percent": _percent,
+    "storage.fail_free_percent": _percent,
+}
+
+
 def load_policy(path: str | None) -> tuple[Policy, str]:
     """The policy and where it came from ("built-in" or the file's path)."""
     if path is None:
@@ -176,10 +214,13 @@ def _build(cls: type, data: Any, where: str) -> Any:
         raise PolicyError(
             f"unknown key {unknown[0]!r} at {place} (known: {', '.join(sorted(names))})"
         )
-    values = {
-        name: _coerce(hints[name], value, f"{where}.{name}" if where else name)
-        for name, value in data.items()
-    }
+    values = {}
+    for name, value in data.items():
+        key = f"{where}.{name}" if where else name
+        values[name] = _coerce(hints[name], value, key)
+        problem = RULES.get(re.sub(r"\[\d+\]", "", key), lambda _: "")(values[name])
+        if problem:
+            raise PolicyError(f"{key} {problem}, not {value!r}")
     return cls(**values)
 
 
