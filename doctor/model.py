@@ -36,7 +36,12 @@ class Evidence:
         return cls(str(d["op"]), str(d["key"]), str(d["status"]))
 
     def __str__(self) -> str:
-        suffix = "" if self.status == "ok" else f" ({self.status})"
+        status = self.status
+        if self.op == "link" and status == "error":
+            # readlink of a path that is not a link fails (EINVAL), and the facts ask it of
+            # every path they resolve: the normal "no", not a failure to look.
+            status = "not a link"
+        suffix = "" if status == "ok" else f" ({status})"
         return f"{self.op} {self.key}{suffix}"
 
 

@@ -306,3 +306,18 @@ def test_a_probe_that_timed_out_is_never_a_verdict_on_the_driver(tmp_path):
     proc = run_dldoctor("--check", "--json", "--only", "gpu.driver", "--from", str(c.root))
     assert verdicts(report_of(proc))["gpu.driver.loaded"] == "skip"
     assert proc.returncode == ExitCode.OK
+
+
+def test_verbose_evidence_shows_a_path_that_is_no_link_as_such(tmp_path):
+    from dldoctor.model import Evidence
+
+    assert str(Evidence("link", "/tmp", "error")) == "link /tmp (not a link)"
+    assert str(Evidence("read", "/sys/x", "error")) == "read /sys/x (error)"
+    # /dev/shm a plain folder: the shm fact asks whether it is a link (old Debian's /run/shm).
+    b = BundleBuilder(tmp_path / "b").file("/dev/shm/.keep", "")
+    b.answer("statvfs", "/dev/shm", status="ok",
+             value={"f_frsize": 4096, "f_blocks": 2**20, "f_bavail": 2**20})  # fmt: skip
+    out = run_dldoctor("--check", "-v", "--only", "memory.devshm", "--from", str(b.root),
+                       "--color", "never").stdout  # fmt: skip
+    assert "evidence: link /dev/shm (not a link)" in out
+    assert "(error)" not in out
