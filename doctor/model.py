@@ -91,6 +91,12 @@ class Finding:
     duration_s: float = 0.0
     source: str = "builtin"
 
+    def __post_init__(self) -> None:
+        # A check may plan a fix that does not exist yet: offer only the registered ones.
+        from dldoctor.fixes import known
+
+        object.__setattr__(self, "fixes", known(self.fixes))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
