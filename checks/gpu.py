@@ -18,7 +18,7 @@ from dldoctor.facts.nvlink import nvlinks
 from dldoctor.facts.pci import AMD, NVIDIA, pci_devices
 from dldoctor.facts.services import fabricmanager
 from dldoctor.facts.system import container
-from dldoctor.model import Outcome, failed, passed, skipped, warned
+from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
 from dldoctor.versions import at_least
@@ -31,6 +31,7 @@ WHY = {
     g.NO_PERMISSION: "no permission to talk to the NVIDIA driver",
     g.GPU_LOST: "a GPU is lost",
     g.TIMED_OUT: "the NVIDIA driver did not answer",
+    g.PROBE_FAILED: "the NVIDIA driver's answer could not be read",
     g.NO_SOURCE: "neither NVML (nvidia-ml-py) nor nvidia-smi is available",
 }
 
@@ -95,7 +96,8 @@ def reporting(
 )
 def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
     stack = facts.get(nvidia)
-    on_bus = facts.get(pci_devices).gpus(NVIDIA)
+    bus = facts.get(pci_devices)
+    on_bus = bus.gpus(NVIDIA)
     if stack.usable:
         count = len(stack.gpus)
         cuda = f", CUDA {stack.cuda_driver_version}" if stack.cuda_driver_version else ""
@@ -150,13 +152,17 @@ def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
             "(`docker run --gpus all`, or the nvidia runtime / device plugin in Kubernetes); "
             "a container meant for the CPU only can ignore this.",
         )
-    if stack.error == g.TIMED_OUT:
-        return failed(
-            f"{why}{gpus}",
-            details,
-            remediation="A driver that does not answer usually means a GPU fell off the bus "
-            "or hung: look for Xid 79/GPU lost in `dmesg`, drain the node and reboot.",
-        )
+    if stack.error in (g.TIMED_OUT, g.PROBE_FAILED):
+        # The doctor could not look: never a verdict on the driver. Only a bus read in full
+        # (a device whose attributes did not answer may be the GPU) rules the driver out.
+        if not on_bus and bus.readable and not bus.notes:
+            return skipped(f"no NVIDIA GPU on the PCI bus ({why})", details)
+        if stack.error == g.TIMED_OUT:
+            details.append(
+                "if it does not answer with a longer --timeout either, a GPU may have fallen off "
+                "the bus or hung: look for Xid 79 / GPU lost in `dmesg`, drain the node, reboot"
+            )
+        return errored(f"{why}{gpus}", details)
     return failed(f"{why}{gpus}", details)
 
 

@@ -90,12 +90,18 @@ def nofile(facts: Facts, policy: Policy) -> Outcome:
     soft, hard = proc
     want = policy.limits.min_nofile
     summary = f"soft {shown(soft)}, hard {shown(hard)}"
-    # A job raises its own soft limit up to the hard one (Python's resource module, ulimit -n):
-    # the hard limit is the ceiling that matters.
     if hard is not None and hard < want:
         return warned(f"{summary}: the hard limit is below {want}")
+    # DataLoader workers run into the soft limit: neither PyTorch nor Python raises it, and
+    # Slurm hands the submitting shell's limits on to the job. That a job *could* raise it to
+    # the hard limit does not help the jobs that do not.
     if soft is not None and soft < want:
-        return passed(
-            summary, [f"the soft limit is below {want}; jobs can raise it to the hard limit"]
+        return warned(
+            f"{summary}: the soft limit is below {want}",
+            ["jobs get the soft limit unless their script raises it (`ulimit -n $(ulimit -Hn)`)"],
+            remediation="Raise the soft open-file limit (`* soft nofile 1048576` in "
+            "/etc/security/limits.d/, `LimitNOFILE=1048576` for services, or "
+            "`ulimit -n $(ulimit -Hn)` in job scripts): PyTorch DataLoader workers share "
+            "tensors through file descriptors and fail with 'Too many open files'.",
         )
     return passed(summary)

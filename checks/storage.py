@@ -7,6 +7,7 @@ from dldoctor.facts import Facts
 from dldoctor.facts.mdraid import MdArray, MemberMap, SyncProgress, md_raid, member_map
 from dldoctor.facts.rdma import rdma_devices
 from dldoctor.facts.storage import Space, mounts, netfs, nvme, space, space_fact
+from dldoctor.host.base import MISSING
 from dldoctor.model import Outcome, Status, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
@@ -232,6 +233,23 @@ def space_lines(
     return full, low, unknown, lines
 
 
+def absent(spaces: tuple[Space, ...], policy: Policy) -> list[str]:
+    """The policy's data and checkpoint paths that do not exist, each with its key: a node
+    without its dataset or checkpoint mount fails the jobs sent to it."""
+    st = policy.storage
+    keys = {**{p: "checkpoint_paths" for p in st.checkpoint_paths},
+            **{p: "data_paths" for p in st.data_paths}}  # fmt: skip
+    named = [f"{s.path} ([storage] {keys[s.path]})" for s in spaces
+             if s.path in keys and s.answer_status == MISSING]  # fmt: skip
+    return list(dict.fromkeys(named))
+
+
+MISSING_PATH_REMEDIATION = (
+    "Mount or create the path (a dataset or checkpoint mount that did not come up?), or "
+    "correct [storage] data_paths / checkpoint_paths in the policy."
+)
+
+
 @check(
     "storage.space",
     "Free space",
@@ -240,18 +258,25 @@ def space_lines(
 )
 def free_space(facts: Facts, policy: Policy) -> Outcome:
     paths = (*policy.storage.data_paths, *policy.storage.checkpoint_paths)
-    spaces = facts.get(space) + (facts.get(space_fact(paths)) if paths else ())
-    full, low, unknown, lines = space_lines(spaces, policy)
+    configured = facts.get(space_fact(paths)) if paths else ()
+    full, low, unknown, lines = space_lines(facts.get(space) + configured, policy)
+    missing = [f"{path} does not exist" for path in absent(configured, policy)]
     if unknown:
         return Outcome(
             Status.ERROR,
             f"no answer for {len(unknown)} path(s)",
-            tuple(unknown + full + low + lines),
+            tuple(unknown + missing + full + low + lines),
         )
     if full:
         return failed(
             f"{len(full)} filesystem(s) below {policy.storage.fail_free_percent:g}% free",
-            full + low,
+            full + missing + low,
+        )
+    if missing:
+        return failed(
+            missing[0] if len(missing) == 1 else f"{len(missing)} policy paths do not exist",
+            missing + low,
+            remediation=MISSING_PATH_REMEDIATION,
         )
     if low:
         return warned(
@@ -269,6 +294,16 @@ def layout(facts: Facts, policy: Policy) -> Outcome:
         return skipped("the policy names no data and checkpoint paths ([storage])")
     data = facts.get(space_fact(st.data_paths))
     ckpt = facts.get(space_fact(st.checkpoint_paths))
+    missing = absent(data + ckpt, policy)
+    if missing:
+        # mount_of() would place a path that does not exist on `/`: no layout to judge.
+        return warned(
+            f"cannot judge the layout: {', '.join(missing)} does not exist"
+            if len(missing) == 1
+            else f"cannot judge the layout: {len(missing)} policy paths do not exist",
+            [f"{m} does not exist" for m in missing],
+            remediation=MISSING_PATH_REMEDIATION,
+        )
     shared = sorted({d.device for d in data if d.device} & {c.device for c in ckpt if c.device})
     lines = [f"{s.path}: device {s.device or '?'} ({s.mount_point})" for s in (*data, *ckpt)]
     if shared:

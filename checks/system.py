@@ -27,29 +27,38 @@ def against_minimum(shown: str, found: str, minimum: str, details=()) -> Outcome
 @check(
     "system.os.release",
     "Operating system",
-    remediation="Move training hosts to a supported release (Ubuntu 22.04 LTS or newer, "
-    "RHEL/Rocky/Alma 8+, Debian 12), or list this one in the policy's [os] supported table.",
+    remediation="Move training hosts to a release the policy supports, or list this one in "
+    "the policy's [os] supported table.",
 )
 def os_release(facts: Facts, policy: Policy) -> Outcome:
-    rel = facts.get(sysfacts.os_release)
-    if not rel.id:
-        return warned("distribution unknown: no readable os-release", rel.notes)
     supported = {s.id: s.min_version for s in policy.os.supported}
     wanted = ", ".join(f"{s.id} ≥ {s.min_version}" for s in policy.os.supported)
+    # The policy in force says what is supported, not the built-in list.
+    advice = (
+        f"Move training hosts to a release the policy supports ({wanted}), or list this one "
+        "in the policy's [os] supported table."
+    )
+    rel = facts.get(sysfacts.os_release)
+    if not rel.id:
+        return warned("distribution unknown: no readable os-release", rel.notes, remediation=advice)
     name = rel.display or rel.id
     if rel.id not in supported:
-        return warned(f"{name} is not a supported distribution", [f"supported: {wanted}"])
+        return warned(
+            f"{name} is not a supported distribution", [f"supported: {wanted}"], remediation=advice
+        )
     minimum = supported[rel.id]
     if not rel.version_id:
         return warned(
             f"{name} has no VERSION_ID: a testing or rolling release, not a supported one",
             [f"supported: {wanted}"],
+            remediation=advice,
         )
     if at_least(rel.version_id, minimum):
         return passed(f"{name} (supported: {rel.id} ≥ {minimum})", rel.notes)
     return warned(
         f"{name} is older than the supported {rel.id} {minimum}",
         [f"VERSION_ID={rel.version_id or '(none)'}", *rel.notes],
+        remediation=advice,
     )
 
 

@@ -28,8 +28,15 @@ class InputError(Exception):
     pass
 
 
+class OutputError(Exception):
+    """The report could not be written (stdout closed, full, or failing)."""
+
+
 def _id_list(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
+    ids = [t.strip() for t in text.split(",") if t.strip()]
+    if not ids:  # `--only ''` must not mean "everything"
+        raise argparse.ArgumentTypeError("expected check ids, id prefixes or categories")
+    return ids
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A doctor for deep-learning hosts: finds what is misconfigured, "
         "explains it, and says how to fix it.",
         epilog="Exit codes: 0 ok, 1 problems found, 2 usage error, 3 some checks could not "
-        "finish, 4 unreadable bundle or policy, 5 internal error.",
+        "finish, 4 unreadable bundle or policy, 5 internal error, 6 the report could not be "
+        "written.",
     )
     p.add_argument(
         "--check",
@@ -80,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout",
         type=float,
         metavar="SECONDS",
-        help="time limit of each command and filesystem probe",
+        help="time limit of each command and filesystem probe (more than 0, at most 3600)",
     )
     p.add_argument(
         "--deadline",
@@ -141,6 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
         return ExitCode.BAD_INPUT
+    except OutputError as exc:
+        print(f"dldoctor: {exc}", file=sys.stderr)
+        return ExitCode.OUTPUT
     except KeyboardInterrupt:
         print("dldoctor: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
@@ -182,7 +193,13 @@ def _main(argv: Sequence[str] | None) -> ExitCode:
         strict=args.strict,
         policy_source=policy_source,
     )
-    code = exit_code_for(report.findings, strict=args.strict)
+    _write_report(args, report)
+    return exit_code_for(report.findings, strict=args.strict)
+
+
+def _write_report(args: argparse.Namespace, report) -> None:
+    if sys.stdout is None:  # started with stdout closed (`>&-`)
+        raise OutputError("cannot write the report: standard output is closed")
     try:
         if args.json:
             from dldoctor.render.jsondoc import render_json
@@ -196,14 +213,21 @@ def _main(argv: Sequence[str] | None) -> ExitCode:
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`dldoctor --check | head`): the verdict still stands.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return code
+        _discard_stdout()
+    except OSError as exc:  # a full disk (`> /dev/full`), an I/O error
+        _discard_stdout()
+        raise OutputError(f"cannot write the report: {exc.strerror or exc}") from None
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered must not fail again at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _policy(args: argparse.Namespace):
     from dataclasses import replace
 
-    from dldoctor.policy import MAX_SECONDS, PolicyError, load_policy
+    from dldoctor.policy import MAX_TIMEOUT_S, TIMEOUT_RANGE, PolicyError, load_policy
 
     try:
         policy, source = load_policy(args.policy)
@@ -211,10 +235,8 @@ def _policy(args: argparse.Namespace):
         raise InputError(str(exc)) from None
     timeouts = policy.timeouts
     for flag, value in (("--timeout", args.timeout), ("--deadline", args.deadline)):
-        if value is not None and not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
-            raise UsageError(
-                f"{flag} must be a number of seconds above 0 and at most {MAX_SECONDS:g}"
-            )
+        if value is not None and not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+            raise UsageError(f"{flag} {TIMEOUT_RANGE}")
     if args.timeout is not None:
         t = args.timeout
         timeouts = replace(timeouts, command_s=t, filesystem_s=t, nvml_s=t)
@@ -261,6 +283,7 @@ def _host(args: argparse.Namespace, policy):
 
         try:
             reader = BundleReader(args.bundle)
+            reader.require_contents()
             changed = reader.verify()
         except (BundleError, OSError) as exc:
             raise InputError(

@@ -36,7 +36,12 @@ class Evidence:
         return cls(str(d["op"]), str(d["key"]), str(d["status"]))
 
     def __str__(self) -> str:
-        suffix = "" if self.status == "ok" else f" ({self.status})"
+        status = self.status
+        if self.op == "link" and status == "error":
+            # readlink of a path that is not a link fails (EINVAL), and the facts ask it of
+            # every path they resolve: the normal "no", not a failure to look.
+            status = "not a link"
+        suffix = "" if status == "ok" else f" ({status})"
         return f"{self.op} {self.key}{suffix}"
 
 
@@ -69,6 +74,7 @@ passed = _outcome(Status.PASS)
 warned = _outcome(Status.WARN)
 failed = _outcome(Status.FAIL)
 skipped = _outcome(Status.SKIP)
+errored = _outcome(Status.ERROR)  # the check could not look (a probe timed out or broke)
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,12 @@ class Finding:
     fixes: tuple[str, ...] = ()
     duration_s: float = 0.0
     source: str = "builtin"
+
+    def __post_init__(self) -> None:
+        # A check may plan a fix that does not exist yet: offer only the registered ones.
+        from dldoctor.fixes import known
+
+        object.__setattr__(self, "fixes", known(self.fixes))
 
     def to_dict(self) -> dict[str, Any]:
         return {

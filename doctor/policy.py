@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sys
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from dldoctor.versions import version_tuple
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -111,7 +115,9 @@ class NetworkPolicy:
     ib_ports: tuple[str, ...] = ()  # "mlx5_0:1", ...: ports that must be ACTIVE
 
 
-MAX_SECONDS = 86400.0  # one day: beyond it a limit is a typo, and overflows a timer
+# Longer than any probe should take; past ~24 days the OS's poll() cannot even wait.
+MAX_TIMEOUT_S = 3600.0
+TIMEOUT_RANGE = f"must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds"
 
 
 @dataclass(frozen=True)
@@ -130,11 +136,8 @@ class Timeouts:
     def __post_init__(self) -> None:
         for name in ("command_s", "filesystem_s", "nvml_s", "check_s", "deadline_s"):
             value = getattr(self, name)
-            if not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
-                raise PolicyError(
-                    f"timeouts.{name} must be a number of seconds above 0 and at most "
-                    f"{MAX_SECONDS:g}"
-                )
+            if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+                raise PolicyError(f"timeouts.{name} {TIMEOUT_RANGE}")
 
     @property
     def probe_window_s(self) -> float:
@@ -156,6 +159,40 @@ class Policy:
     storage: StoragePolicy = field(default_factory=StoragePolicy)
     firmware: FirmwarePolicy = field(default_factory=FirmwarePolicy)
     timeouts: Timeouts = field(default_factory=Timeouts)
+
+
+def _non_negative(value: float) -> str:
+    return "" if value >= 0 else "must not be negative"
+
+
+def _percent(value: float) -> str:
+    return "" if 0 <= value <= 100 else "must be a percentage from 0 to 100"
+
+
+def _version(value: str) -> str:
+    # What versions.at_least compares: without a number every comparison would be "unknown".
+    return "" if version_tuple(value) is not None else 'must be a version number such as "5.15"'
+
+
+# Checks on a policy file's values beyond their type, by key (list indexes left out).
+RULES: dict[str, Callable[[Any], str]] = {
+    "os.supported.min_version": _version,
+    "kernel.min_version": _version,
+    "python.min_version": _version,
+    "libc.min_glibc": _version,
+    "gpu.min_driver": _version,
+    "firmware.minimums.min_version": _version,
+    "gpu.expected_count": _non_negative,
+    "gpu.xid_window_hours": _non_negative,
+    "memory.min_total_gib": _non_negative,
+    "memory.gpu_ratio": _non_negative,
+    "memory.min_devshm_gib": _non_negative,
+    "cpu.min_cores": _non_negative,
+    "limits.min_nofile": _non_negative,
+    "network.min_rate_gbps": _non_negative,
+    "storage.warn_free_percent": _percent,
+    "storage.fail_free_percent": _percent,
+}
 
 
 def load_policy(path: str | None) -> tuple[Policy, str]:
@@ -186,10 +223,13 @@ def _build(cls: type, data: Any, where: str) -> Any:
         raise PolicyError(
             f"unknown key {unknown[0]!r} at {place} (known: {', '.join(sorted(names))})"
         )
-    values = {
-        name: _coerce(hints[name], value, f"{where}.{name}" if where else name)
-        for name, value in data.items()
-    }
+    values = {}
+    for name, value in data.items():
+        key = f"{where}.{name}" if where else name
+        values[name] = _coerce(hints[name], value, key)
+        problem = RULES.get(re.sub(r"\[\d+\]", "", key), lambda _: "")(values[name])
+        if problem:
+            raise PolicyError(f"{key} {problem}, not {value!r}")
     return cls(**values)
 
 

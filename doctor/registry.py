@@ -144,7 +144,7 @@ def select(specs: list[CheckSpec], only: list[str], skip: list[str]) -> list[Che
 
     A token matches a check by exact id, by id prefix at a dot (`gpu` or `gpu.ecc`), or by
     category. A token that matches nothing is a usage error (ValueError), so a typo in a
-    CI job's --skip does not silently run everything.
+    CI job's --skip does not silently run everything; so is a selection left empty.
     """
 
     def matches(token: str, spec: CheckSpec) -> bool:
@@ -154,4 +154,7 @@ def select(specs: list[CheckSpec], only: list[str], skip: list[str]) -> list[Che
         if not any(matches(token, s) for s in specs):
             raise ValueError(f"no check matches {token!r} (see --list-checks)")
     chosen = [s for s in specs if not only or any(matches(t, s) for t in only)]
-    return [s for s in chosen if not any(matches(t, s) for t in skip)]
+    chosen = [s for s in chosen if not any(matches(t, s) for t in skip)]
+    if not chosen:  # "No issues found!" after running nothing would be a lie
+        raise ValueError("--only and --skip leave no check to run")
+    return chosen

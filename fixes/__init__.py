@@ -1,1 +1,18 @@
-"""Guided fixes: a Plan of typed, undoable Steps per fix family (not yet implemented)."""
+"""Guided fixes: a Plan of typed, undoable Steps per fix family (not yet implemented).
+
+`REGISTRY` holds the fixes that exist, by id. Checks keep the ids of the fixes they plan
+(`fix.gpu.blacklist_nouveau`), but a Finding lists only the ids `known()` here, so no report
+offers a fix that cannot be previewed or applied. Nothing is registered yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+REGISTRY: dict[str, Any] = {}  # fix id -> the fix (a Plan builder, once fixes exist)
+
+
+def known(ids: Iterable[str]) -> tuple[str, ...]:
+    """The ids among `ids` that name a registered fix, in their order."""
+    return tuple(i for i in ids if i in REGISTRY)

@@ -45,6 +45,10 @@ COMMANDS = "commands"
 PROBES = "probes"
 NVML = "nvml.json"
 MAX_JSON_BYTES = 64 * 1024 * 1024
+# What makes a directory a bundle: one of these (True: a folder). Anything else (an empty
+# folder, /etc, a checkout) would replay as a host where everything is missing.
+CONTENTS = ((MANIFEST, False), (FILES, True), (COMMANDS, True), (PROBES, True),
+            (ANSWERS, False), (NVML, False))  # fmt: skip
 _SLUG_MAX = 120
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=,@-]")
 
@@ -215,6 +219,14 @@ class BundleReader:
         self.index: dict[str, dict[str, Any]] = index
         # Resolved like any bundle path: a `files` link to "/" must not expose this machine.
         self.files_root = self.inside(FILES)
+
+    def require_contents(self) -> None:
+        """Refuse a directory that holds none of a bundle's parts (BundleError)."""
+        for rel, folder in CONTENTS:
+            if (os.path.isdir if folder else os.path.isfile)(self.inside(rel)):
+                return
+        names = ", ".join(rel + "/" * folder for rel, folder in CONTENTS)
+        raise BundleError(f"{self.path} is not a dldoctor bundle: it has none of {names}")
 
     def inside(self, rel: str) -> str:
         """Real path of bundle-relative `rel`, links resolved without leaving the bundle."""

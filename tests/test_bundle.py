@@ -11,7 +11,13 @@ import pytest
 from dldoctor.host import MISSING, OK, TIMEOUT, LiveHost, RecordingHost
 from dldoctor.host.base import ERROR, PERMISSION_DENIED, Answer
 from dldoctor.host.replay import ReplayHost
-from dldoctor.snapshots.bundle import BundleError, BundleReader, command_folders, write_bundle
+from dldoctor.snapshots.bundle import (
+    CONTENTS,
+    BundleError,
+    BundleReader,
+    command_folders,
+    write_bundle,
+)
 from tests.bundlebuilder import BundleBuilder
 from tests.test_host_live import fake_command
 
@@ -227,3 +233,15 @@ def test_recording_keeps_the_fuller_read(tmp_path):
     replay = ReplayHost(rec.write_bundle(str(tmp_path / "b")))
     assert replay.read("/f").value == b"0123456789"
     assert replay.read("/f", max_bytes=3).value == b"012"
+
+
+@pytest.mark.parametrize("part, folder", CONTENTS)
+def test_any_one_part_makes_a_directory_a_bundle(tmp_path, part, folder):
+    (tmp_path / part).mkdir() if folder else (tmp_path / part).write_text("{}")
+    BundleReader(str(tmp_path)).require_contents()
+    # The same name with the wrong kind (a file named files, a folder named nvml.json) is not.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / part).write_text("{}") if folder else (other / part).mkdir()
+    with pytest.raises(BundleError, match="is not a dldoctor bundle"):
+        BundleReader(str(other)).require_contents()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -58,11 +59,23 @@ def test_exit_1_on_failure_and_on_warnings_with_strict():
     )
 
 
-@pytest.mark.parametrize("args", [["--bogus"], ["--only", "gpu.nonexistent"], ["--timeout", "0"]])
+@pytest.mark.parametrize("args", [
+    ["--bogus"], ["--only", "gpu.nonexistent"], ["--timeout", "0"],
+    ["--timeout", "1e7"], ["--timeout", "1e300"],  # poll() cannot wait that long
+    ["--only", ""], ["--only", ","], ["--skip", ""],  # not "everything"
+    ["--only", "system", "--skip", "system"],  # nothing to run is no "No issues found!"
+])  # fmt: skip
 def test_exit_2_usage(args):
     proc = run_dldoctor("--check", "--from", HEALTHY, *args)
     assert proc.returncode == ExitCode.USAGE
     assert proc.stdout == "" and "Traceback" not in proc.stderr
+    assert "internal error" not in proc.stderr
+
+
+def test_a_timeout_out_of_range_says_the_range():
+    proc = run_dldoctor("--check", "--from", HEALTHY, "--timeout", "1e7")
+    assert proc.stderr == "dldoctor: --timeout must be more than 0 and at most 3600 seconds\n"
+    assert run_dldoctor("--check", "--from", HEALTHY, "--timeout", "3600").returncode == 0
 
 
 def test_exit_3_when_a_check_cannot_finish(tmp_path):
@@ -76,6 +89,9 @@ def test_exit_3_when_a_check_cannot_finish(tmp_path):
 @pytest.mark.parametrize("make", [
     lambda p: ["--from", str(p / "absent")],
     lambda p: (p.joinpath("answers.json").write_text("{"), ["--from", str(p)])[1],
+    lambda p: ["--from", str(p)],  # an empty directory is no bundle
+    lambda p: (p.joinpath("README").write_text("notes\n"), ["--from", str(p)])[1],
+    lambda p: ["--from", "/etc"],
     lambda p: ["--policy", str(p / "absent.toml")],
     lambda p: (p.joinpath("bad.toml").write_text("[kernel]\nmin = 1\n"), ["--policy", str(p / "bad.toml")])[1],
 ])  # fmt: skip
@@ -201,3 +217,107 @@ def test_timeouts_must_be_finite_and_positive(value):
     assert (
         run_dldoctor("--check", "--from", HEALTHY, "--timeout", value).returncode == ExitCode.USAGE
     )
+
+
+def _dldoctor_into(stdout, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DLDOCTOR_NO_PLUGINS": "1"}
+    return subprocess.run([sys.executable, "-m", "dldoctor", *args], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, env=env, timeout=60)  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", [[], ["-v"], ["--json"]])
+@pytest.mark.parametrize("host, args, code", [(HEALTHY, [], ExitCode.OK),
+                                              (LEGACY, ["--strict"], ExitCode.PROBLEMS)])  # fmt: skip
+def test_a_pipe_closed_early_keeps_the_verdicts_exit_code(mode, host, args, code):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone (`| head -1`): every write meets EPIPE
+    try:
+        proc = _dldoctor_into(write_end, "--check", *mode, "--from", host, *args)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == code
+    assert proc.stderr == ""  # no "Exception ignored", no internal error
+
+
+def test_a_reader_that_stops_after_one_line_keeps_the_exit_code():
+    argv = [sys.executable, "-m", "dldoctor", "--check", "-v", "--from", HEALTHY]
+    env = {**os.environ, "DLDOCTOR_NO_PLUGINS": "1"}
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
+        assert proc.stdout.readline().startswith(b"dldoctor ")
+        proc.stdout.close()  # like `head -1`; the rest may or may not have been written yet
+        assert proc.wait(timeout=60) == ExitCode.OK
+        assert proc.stderr.read() == b""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize("mode", [[], ["--json"]])
+def test_a_full_stdout_is_an_output_error_in_one_line(mode):
+    with open("/dev/full", "w") as full:
+        proc = _dldoctor_into(full, "--check", *mode, "--from", HEALTHY)
+    assert proc.returncode == ExitCode.OUTPUT
+    assert proc.stderr == "dldoctor: cannot write the report: No space left on device\n"
+
+
+@pytest.mark.parametrize("mode", [[], ["--json"]])
+def test_a_closed_stdout_is_an_output_error_in_one_line(mode):
+    script = '"$0" -m dldoctor --check "$@" >&-'
+    proc = subprocess.run(["sh", "-c", script, sys.executable, *mode, "--from", HEALTHY],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "DLDOCTOR_NO_PLUGINS": "1"})  # fmt: skip
+    assert proc.returncode == ExitCode.OUTPUT
+    assert proc.stderr == "dldoctor: cannot write the report: standard output is closed\n"
+
+
+def _table_rows(text: str) -> dict[int, list[str]]:
+    """The first markdown table in `text` whose header starts with `code`, by code."""
+    lines = text[text.index("| code |") :].splitlines()[2:]
+    rows = itertools.takewhile(lambda line: line.startswith("|"), lines)
+    return {
+        int(cells[1]): [c.strip() for c in cells[2:-1]] for cells in (r.split("|") for r in rows)
+    }
+
+
+def test_the_exit_code_table_is_the_same_in_the_code_and_the_readme():
+    import dldoctor.exitcodes as exitcodes
+    from tests.conftest import TESTS
+
+    readme = (TESTS.parent / "README.md").read_text()
+    in_code = _table_rows(exitcodes.__doc__)
+    in_readme = _table_rows(readme[readme.index("## Exit codes") :])
+    assert set(in_code) == set(in_readme) == {int(c) for c in ExitCode}
+    assert {code: row[0] for code, row in in_code.items()} == {int(c): c.name for c in ExitCode}
+
+
+def test_a_probe_that_timed_out_is_never_a_verdict_on_the_driver(tmp_path):
+    # This machine, every probe cut short: the NVIDIA driver check cannot fail.
+    report = report_of(run_dldoctor("--check", "--json", "--only", "gpu.driver.loaded",
+                                    "--timeout", "0.01"))  # fmt: skip
+    assert verdicts(report)["gpu.driver.loaded"] in ("skip", "error")
+    # A bundle whose NVML probe timed out: an error while a GPU is on the bus ...
+    b = BundleBuilder(tmp_path / "b").probe("nvml", None, status="timeout")
+    for name, value in (("vendor", "0x10de"), ("class", "0x030200"), ("device", "0x2330")):
+        b.file(f"/sys/bus/pci/devices/0000:18:00.0/{name}", value + "\n")
+    proc = run_dldoctor("--check", "--json", "--only", "gpu.driver", "--from", str(b.root))
+    assert verdicts(report_of(proc))["gpu.driver.loaded"] == "error"
+    assert proc.returncode == ExitCode.INCOMPLETE
+    # ... and not applicable on a bus read in full that shows no NVIDIA device.
+    c = BundleBuilder(tmp_path / "c").probe("nvml", None, status="timeout")
+    (c.root / "files/sys/bus/pci/devices").mkdir(parents=True)
+    proc = run_dldoctor("--check", "--json", "--only", "gpu.driver", "--from", str(c.root))
+    assert verdicts(report_of(proc))["gpu.driver.loaded"] == "skip"
+    assert proc.returncode == ExitCode.OK
+
+
+def test_verbose_evidence_shows_a_path_that_is_no_link_as_such(tmp_path):
+    from dldoctor.model import Evidence
+
+    assert str(Evidence("link", "/tmp", "error")) == "link /tmp (not a link)"
+    assert str(Evidence("read", "/sys/x", "error")) == "read /sys/x (error)"
+    # /dev/shm a plain folder: the shm fact asks whether it is a link (old Debian's /run/shm).
+    b = BundleBuilder(tmp_path / "b").file("/dev/shm/.keep", "")
+    b.answer("statvfs", "/dev/shm", status="ok",
+             value={"f_frsize": 4096, "f_blocks": 2**20, "f_bavail": 2**20})  # fmt: skip
+    out = run_dldoctor("--check", "-v", "--only", "memory.devshm", "--from", str(b.root),
+                       "--color", "never").stdout  # fmt: skip
+    assert "evidence: link /dev/shm (not a link)" in out
+    assert "(error)" not in out

@@ -70,11 +70,35 @@ def test_a_container_without_gpus_is_told_how_to_get_them():
     assert checks.driver_loaded(Facts.given(bare), Policy()).status == Status.FAIL
 
 
-def test_a_hung_driver_fails_with_its_own_advice():
+def test_a_driver_that_did_not_answer_is_an_error_not_a_verdict():
     hung = g.NvidiaStack("nvml", error=g.TIMED_OUT, error_message="probe nvml did not answer")
     facts = {nvidia: hung, pci_devices: BUS, container: Container(False, "")}
     outcome = checks.driver_loaded(Facts.given(facts), Policy())
-    assert outcome.status == Status.FAIL and "Xid 79" in outcome.remediation
+    assert outcome.status == Status.ERROR and "1 NVIDIA GPU(s) on the PCI bus" in outcome.summary
+    assert any("Xid 79" in line for line in outcome.details)
+    # No NVIDIA device on a fully read bus: nothing was missed, the check does not apply.
+    bare = {**facts, pci_devices: PciBus(())}
+    outcome = checks.driver_loaded(Facts.given(bare), Policy())
+    assert outcome.status == Status.SKIP and "no NVIDIA GPU on the PCI bus" in outcome.summary
+    # A device whose attributes did not answer may be the GPU: still no verdict, an error.
+    partial = {**facts, pci_devices: PciBus((), True, ("0000:18:00.0: read ... timed out",))}
+    assert checks.driver_loaded(Facts.given(partial), Policy()).status == Status.ERROR
+
+
+def test_a_malformed_nvml_answer_is_an_error_not_a_missing_driver(tmp_path):
+    from dldoctor.host.replay import ReplayHost
+    from tests.bundlebuilder import BundleBuilder
+
+    b = BundleBuilder(tmp_path / "b").file("/sys/bus/pci/devices/0000:18:00.0/vendor", "0x10de\n")
+    b.file("/sys/bus/pci/devices/0000:18:00.0/class", "0x030200\n")
+    b.file("/sys/bus/pci/devices/0000:18:00.0/device", "0x2330\n")
+    for text in ('{"status": "ok", "value": "garbage"}', "{not json"):
+        (b.root / "nvml.json").write_text(text)
+        facts = Facts(ReplayHost(str(b.root)))
+        assert facts.get(nvidia).error == g.PROBE_FAILED
+        outcome = checks.driver_loaded(facts, Policy())
+        assert outcome.status == Status.ERROR, outcome
+        assert outcome.remediation is None  # not "Install the NVIDIA datacenter driver"
 
 
 def test_idle_consumer_gpu_without_persistence_is_fine():

@@ -122,7 +122,7 @@ def test_real_binding_on_a_host_without_driver():
 
 
 def test_malformed_probe_data_is_not_fatal():
-    assert parse_nvml_probe("garbage").error == g.UNKNOWN
+    assert parse_nvml_probe("garbage").error == g.PROBE_FAILED
     stack = parse_nvml_probe({"init": {"value": None}, "devices": [{"index": 0, "fields": {
         "temperature": {"value": "hot"}, "name": "not a dict"}}]})  # fmt: skip
     assert stack.gpus[0].temperature_c is None

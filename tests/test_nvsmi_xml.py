@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 
 from dldoctor.facts import nvsmi
-from dldoctor.facts.gpu import UNKNOWN, Gpu, normalise_pci_bus_id
+from dldoctor.facts.gpu import PROBE_FAILED, Gpu, normalise_pci_bus_id
 from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
 from tests.conftest import FIXTURES
 
@@ -215,7 +215,7 @@ T4 = (XML_DIR / "telegraf-tesla-t4.xml").read_text()
 def test_unparseable(text, why):
     stack = parse_nvidia_smi_xml(text)
     assert stack.source == "nvidia-smi"
-    assert stack.error == UNKNOWN and not stack.usable
+    assert stack.error == PROBE_FAILED and not stack.usable
     assert stack.error_message.startswith("nvidia-smi XML is not parseable: ")
     assert why in stack.error_message
     assert "\n" not in stack.error_message
@@ -225,7 +225,7 @@ def test_unparseable(text, why):
 @pytest.mark.parametrize("value", [None, 42, ["<nvidia_smi_log/>"]])
 def test_not_text_does_not_raise(value):
     stack = parse_nvidia_smi_xml(value)  # type: ignore[arg-type]
-    assert stack.error == UNKNOWN and "expected text" in stack.error_message
+    assert stack.error == PROBE_FAILED and "expected text" in stack.error_message
 
 
 def test_text_around_the_document_is_noted():

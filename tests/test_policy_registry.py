@@ -50,11 +50,48 @@ supported = [{ id = "ubuntu", min_version = "24.04" }, { id = "rhel", min_versio
     ("[kernel]\nmin_version = 5.15\n", "kernel.min_version must be a str"),
     ("[os]\nsupported = 'ubuntu'\n", "os.supported must be a list"),
     ("[kernel\n", "not valid TOML"),
+    ("[kernel]\nmin_version = 'abc'\n", "kernel.min_version must be a version number such as \"5.15\", not 'abc'"),
+    ("[gpu]\nmin_driver = 'x'\n", "gpu.min_driver must be a version number"),
+    ("[os]\nsupported = [{id = 'ubuntu', min_version = 'lts'}]\n", "os.supported[0].min_version must be a version number"),
+    ("[firmware]\nminimums = [{match = 'MT4129', min_version = ''}]\n", "firmware.minimums[0].min_version must be a version"),
+    ("[memory]\nmin_devshm_gib = -1\n", "memory.min_devshm_gib must not be negative, not -1"),
+    ("[gpu]\nexpected_count = -8\n", "gpu.expected_count must not be negative"),
+    ("[limits]\nmin_nofile = -1\n", "limits.min_nofile must not be negative"),
+    ("[storage]\nfail_free_percent = 150\n", "storage.fail_free_percent must be a percentage from 0 to 100"),
+    ("[storage]\nwarn_free_percent = -5\n", "storage.warn_free_percent must be a percentage"),
+    ("[timeouts]\ncommand_s = 1e7\n", "timeouts.command_s must be more than 0 and at most 3600 seconds"),
 ])  # fmt: skip
 def test_bad_policies_name_the_problem(tmp_path, text, message):
     with pytest.raises(PolicyError) as info:
         load_policy(write(tmp_path, text))
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_every_value_rule_names_a_policy_key():
+    import dataclasses
+    import typing
+
+    from dldoctor.policy import RULES
+
+    def keys(cls, where=""):
+        for f in dataclasses.fields(cls):
+            hint = typing.get_type_hints(cls)[f.name]
+            if typing.get_origin(hint) is tuple:
+                hint = typing.get_args(hint)[0]
+            if dataclasses.is_dataclass(hint):
+                yield from keys(hint, f"{where}{f.name}.")
+            else:
+                yield f"{where}{f.name}"
+
+    assert set(RULES) <= set(keys(Policy))
+    # The built-in defaults obey the rules a file is held to.
+    for key in RULES:
+        value = Policy()
+        for part in key.split("."):
+            if isinstance(value, tuple):  # a list of tables: its first entry, if any
+                value = value[0] if value else None
+            value = getattr(value, part, None)
+        assert value is None or RULES[key](value) == "", key
 
 
 def test_missing_policy_file(tmp_path):
@@ -81,3 +118,5 @@ def test_select_by_id_prefix_and_category():
     # "system.mem" is not a prefix at a dot: it must not match system.memory.
     with pytest.raises(ValueError, match="no check matches 'system.mem'"):
         select(specs, ["system.mem"], [])
+    with pytest.raises(ValueError, match="leave no check to run"):
+        select(specs, ["system.memory"], ["system"])

@@ -223,3 +223,40 @@ def test_a_path_this_user_may_not_see_is_not_an_error():
     assert outcome.status == Status.PASS
     hung = Space("/mnt/nfs", "/mnt/nfs", "nfs4", "0:52", None, None, None, None, "timeout")
     assert storage.free_space(Facts.given({space: (root, hung)}), Policy()).status == Status.ERROR
+
+
+def test_a_policy_path_that_does_not_exist_is_a_finding_naming_it(tmp_path):
+    from tests.conftest import HOSTS, report_of, run_dldoctor
+
+    policy = tmp_path / "p.toml"
+    policy.write_text('[storage]\ndata_paths = ["/data", "/datasets/gone"]\n'
+                      'checkpoint_paths = ["/checkpoints"]\n')  # fmt: skip
+    proc = run_dldoctor("--check", "--json", "--only", "storage.space,storage.layout",
+                        "--from", str(HOSTS / "hgx-h100x8-healthy"), "--policy", str(policy))  # fmt: skip
+    found = {f["id"]: f for f in report_of(proc)["findings"]}
+    space, layout = found["storage.space"], found["storage.layout"]
+    assert space["status"] == "fail"
+    assert space["summary"] == "/datasets/gone ([storage] data_paths) does not exist"
+    assert "Mount or create the path" in space["remediation"]
+    # Not placed on `/` as if it existed there.
+    assert layout["status"] == "warn" and "/datasets/gone" in layout["summary"]
+    assert not any(line.startswith("/datasets/gone: device") for line in layout["details"])
+    # With only paths that exist, both checks judge as before.
+    policy.write_text('[storage]\ndata_paths = ["/data"]\ncheckpoint_paths = ["/checkpoints"]\n')
+    proc = run_dldoctor("--check", "--json", "--only", "storage.space,storage.layout",
+                        "--from", str(HOSTS / "hgx-h100x8-healthy"), "--policy", str(policy))  # fmt: skip
+    statuses = {f["id"]: f["status"] for f in report_of(proc)["findings"]}
+    assert statuses == {"storage.space": "pass", "storage.layout": "pass"}
+
+
+def test_a_missing_checkpoint_path_fails_free_space():
+    from dldoctor.facts.storage import Space, space, space_fact
+    from dldoctor.policy import StoragePolicy
+
+    root = Space("/", "/", "ext4", "259:2", 100 * 2**30, 60 * 2**30, 1000, 900, "ok")
+    gone = Space("/ckpt", "/", "ext4", "259:2", None, None, None, None, "missing")
+    policy = Policy(storage=StoragePolicy(checkpoint_paths=("/ckpt",)))
+    given = {space: (root,), space_fact(("/ckpt",)): (gone,)}
+    outcome = storage.free_space(Facts.given(given), policy)
+    assert outcome.status == Status.FAIL
+    assert outcome.details == ("/ckpt ([storage] checkpoint_paths) does not exist",)

@@ -99,6 +99,17 @@ def test_os_release_check(rel, status):
     assert run(checks.os_release, {sf.os_release: rel}).status == status
 
 
+def test_os_remediation_names_what_the_policy_in_force_supports():
+    from dldoctor.policy import OsPolicy, SupportedOs
+
+    site = Policy(os=OsPolicy((SupportedOs("sles", "15.5"), SupportedOs("ubuntu", "24.04"))))
+    for rel in (osrel("rhel", "9.3"), osrel("ubuntu", "22.04"), sf.OsRelease()):
+        outcome = checks.os_release(Facts.given({sf.os_release: rel}), site)
+        assert outcome.status == Status.WARN
+        assert "(sles ≥ 15.5, ubuntu ≥ 24.04)" in outcome.remediation
+        assert "RHEL" not in outcome.remediation and "22.04" not in outcome.remediation
+
+
 @pytest.mark.parametrize("release, status", [
     ("5.15.0-105-generic", Status.PASS),
     ("6.8.0-45-generic", Status.PASS),

@@ -122,7 +122,10 @@ DRIVER_NOT_LOADED = "driver_not_loaded"  # library present, kernel module not lo
 VERSION_MISMATCH = "version_mismatch"  # userspace library != kernel module (reboot)
 NO_PERMISSION = "no_permission"
 GPU_LOST = "gpu_lost"
-TIMED_OUT = "timeout"
+TIMED_OUT = "timeout"  # the probe did not answer in time: the doctor could not look
+# The source's answer could not be had or read (a malformed nvml.json, a probe that crashed,
+# unparseable nvidia-smi XML): the doctor could not look either; no verdict on the driver.
+PROBE_FAILED = "probe_failed"
 NO_SOURCE = "no_source"  # neither pynvml nor nvidia-smi available
 UNKNOWN = "unknown"
 

@@ -172,12 +172,14 @@ def parse_nvml_probe(data: Any) -> NvidiaStack:
         return _parse_nvml_probe(data)
     except Exception as exc:  # noqa: BLE001 - a hand-edited nvml.json must not crash checks
         message = f"NVML probe answer is malformed ({type(exc).__name__}: {exc})"
-        return NvidiaStack("nvml", error=g.UNKNOWN, error_message=message)
+        return NvidiaStack("nvml", error=g.PROBE_FAILED, error_message=message)
 
 
 def _parse_nvml_probe(data: Any) -> NvidiaStack:
     if not isinstance(data, dict) or not isinstance(data.get("init"), dict):
-        return NvidiaStack("nvml", error=g.UNKNOWN, error_message="NVML probe answer is malformed")
+        return NvidiaStack(
+            "nvml", error=g.PROBE_FAILED, error_message="NVML probe answer is malformed"
+        )
     init = data["init"]
     if "error" in init:
         code = init.get("code")
@@ -218,10 +220,10 @@ def _from_nvidia_smi(ctx: FactContext, why: str) -> NvidiaStack | None:
     answer = ctx.host.run(["nvidia-smi", "-q", "-x"])
     if answer.status in (NOT_INSTALLED, MISSING):
         return None
-    if answer.status == TIMEOUT:  # a hung driver: that is the finding, not a failed probe
+    if answer.status == TIMEOUT:  # a hung driver, or a too short --timeout: no verdict
         return NvidiaStack("nvidia-smi", error=g.TIMED_OUT, error_message=answer.describe())
     if not answer.ok:
-        return NvidiaStack("nvidia-smi", error=g.UNKNOWN, error_message=answer.describe())
+        return NvidiaStack("nvidia-smi", error=g.PROBE_FAILED, error_message=answer.describe())
     result = answer.value
     if result.returncode != 0:
         said = (result.stdout + result.stderr).decode("utf-8", "replace").strip()
@@ -240,7 +242,7 @@ def nvidia(ctx: FactContext) -> NvidiaStack:
         stack = parse_nvml_probe(probe.value)
         # nvidia-smi links the same library: it can only help when NVML's Python side or
         # its library lookup is what failed, or NVML did not answer in time.
-        if stack.error not in (g.NO_DRIVER, g.UNKNOWN):
+        if stack.error not in (g.NO_DRIVER, g.UNKNOWN, g.PROBE_FAILED):
             return stack
         why = stack.error_message
     elif probe.status == TIMEOUT:
@@ -248,7 +250,7 @@ def nvidia(ctx: FactContext) -> NvidiaStack:
         stack = NvidiaStack("nvml", error=g.TIMED_OUT, error_message=why)
     elif probe.status == ERROR:
         why = probe.describe()
-        stack = NvidiaStack("nvml", error=g.UNKNOWN, error_message=why)
+        stack = NvidiaStack("nvml", error=g.PROBE_FAILED, error_message=why)
     else:  # pynvml not installed, or no nvml.json in a bundle
         why = f"pynvml {probe.status}" + (f": {probe.error}" if probe.error else "")
     fallback = _from_nvidia_smi(ctx, why)

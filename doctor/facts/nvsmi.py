@@ -17,7 +17,7 @@ from typing import Any
 
 from dldoctor.facts.gpu import (
     CLOCK_EVENT_REASONS,
-    UNKNOWN,
+    PROBE_FAILED,
     Gpu,
     NvidiaStack,
     normalise_pci_bus_id,
@@ -69,7 +69,7 @@ def parse_nvidia_smi_xml(text: str) -> NvidiaStack:
 
 def _unparseable(why: str) -> NvidiaStack:
     message = " ".join(f"nvidia-smi XML is not parseable: {why}".split())
-    return NvidiaStack(source=SOURCE, error=UNKNOWN, error_message=message)
+    return NvidiaStack(source=SOURCE, error=PROBE_FAILED, error_message=message)
 
 
 def _excerpt(text: str) -> str:

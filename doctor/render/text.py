@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 from typing import TextIO
 
@@ -21,12 +22,18 @@ ASCII = {Status.PASS: "ok", Status.WARN: "!", Status.FAIL: "x", Status.SKIP: "-"
 def _console(stream: TextIO, color: str):
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # Rich exits 1 here; the caller keeps the verdict's exit code (`| head`).
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "the reader closed the pipe")
+
     kwargs: dict = {"file": stream, "highlight": False, "soft_wrap": True}
     if color == "always":
         kwargs["force_terminal"] = True
     elif color == "never":
         kwargs["color_system"] = None
-    return Console(**kwargs)
+    return _Console(**kwargs)
 
 
 def render_text(
