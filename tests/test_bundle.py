@@ -227,3 +227,30 @@ def test_recording_keeps_the_fuller_read(tmp_path):
     replay = ReplayHost(rec.write_bundle(str(tmp_path / "b")))
     assert replay.read("/f").value == b"0123456789"
     assert replay.read("/f", max_bytes=3).value == b"012"
+
+
+def test_remembered_folders_resolve_as_one_pass_does(tmp_path):
+    # files_path resolves each folder once; every path must land where resolve_in_root's
+    # single pass lands, whichever folder was asked first and whatever the last part is.
+    from dldoctor.host.paths import resolve_in_root
+
+    b = BundleBuilder(tmp_path / "b")
+    b.file("/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/vendor", "0x10de\n")
+    b.file("/sys/devices/pci0000:00/0000:00:01.0/max_link_width", "16\n")
+    b.link(
+        "/sys/bus/pci/devices/0000:01:00.0", "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0"
+    )
+    b.link(
+        "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/driver", "/sys/bus/pci/drivers/nvidia"
+    )
+    b.link("/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/up", "../max_link_width")
+    b.file("/sys/bus/pci/drivers/nvidia/bind", "")
+    reader = BundleReader(str(tmp_path / "b"))
+    dev = "/sys/bus/pci/devices/0000:01:00.0"
+    paths = [f"{dev}/vendor", f"{dev}/driver", f"{dev}/driver/bind", f"{dev}/up", f"{dev}/..",
+             f"{dev}/../max_link_width", f"{dev}/absent", f"{dev}/", "/sys", "/", f"{dev}/./vendor"]  # fmt: skip
+    for follow_last in (True, False):
+        for path in [*paths, *reversed(paths)]:  # asked again: now from remembered folders
+            expected = resolve_in_root(reader.files_root, path, follow_last=follow_last)
+            assert reader.files_path(path, follow_last=follow_last) == expected, path
+    assert ReplayHost(reader).read(f"{dev}/up").value == b"16\n"
