@@ -222,7 +222,8 @@ def acs(facts: Facts, policy: Policy) -> Outcome:
     redirecting = {s.address for s in report.redirecting}
     # bridge -> the GPU/NIC pairs whose peer-to-peer route crosses it
     crossing: dict[str, list[str]] = {}
-    for a, b in combinations(peers, 2):
+    # The pairs grow with the square of the devices: none to look at without a redirect.
+    for a, b in combinations(peers, 2) if redirecting else ():
         # Only switch ports count: with an IOMMU on, the kernel sets redirect on every root
         # port, and traffic between root ports crosses the root complex anyway.
         for bridge in bridges_between(a.upstream, b.upstream):

@@ -10,6 +10,8 @@ import importlib
 import inspect
 import os
 import pkgutil
+import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -108,11 +110,53 @@ def plugins_disabled(flag: bool) -> bool:
     return flag or os.environ.get(NO_PLUGINS_ENV, "").strip() not in ("", "0")
 
 
+_GROUP_HEADER = re.compile(rf"^\s*\[\s*{re.escape(ENTRY_POINT_GROUP)}\s*\]", re.MULTILINE)
+
+
+def may_have_plugins() -> bool:
+    """False only when no distribution on sys.path can declare the entry-point group.
+
+    importlib.metadata costs about 20 ms of imports and metadata parsing per run, and
+    almost no host has a plugin. This looks where it looks (each sys.path folder's
+    *.dist-info / *.egg-info/entry_points.txt) and answers True for anything it cannot
+    rule out (a zip or egg on sys.path, another distribution finder), so a plugin is
+    never missed.
+    """
+    from importlib.machinery import PathFinder
+
+    for finder in sys.meta_path:
+        if getattr(finder, "find_distributions", None) and finder is not PathFinder:
+            return True
+    for entry in sys.path:
+        folder = entry or "."
+        try:
+            names = os.listdir(folder)
+        except NotADirectoryError:
+            return True  # a zip archive can hold distributions
+        except OSError:
+            continue  # absent or unreadable: importlib.metadata finds nothing there either
+        for name in names:
+            if name.endswith(".egg"):
+                return True
+            if not name.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(folder, name, "entry_points.txt"), "rb") as f:
+                    text = f.read().decode("utf-8", "replace")
+            except OSError:
+                continue  # no entry points (or a single-file .egg-info)
+            if _GROUP_HEADER.search(text):
+                return True
+    return False
+
+
 def plugin_checks() -> PluginLoad:
     """Checks from the `dldoctor.checks` entry-point group: each names a module."""
+    result = PluginLoad()
+    if not may_have_plugins():
+        return result
     from importlib.metadata import entry_points
 
-    result = PluginLoad()
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = ep.dist.name if ep.dist is not None else ep.name
         try:

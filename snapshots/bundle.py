@@ -219,6 +219,7 @@ class BundleReader:
         self.index: dict[str, dict[str, Any]] = index
         # Resolved like any bundle path: a `files` link to "/" must not expose this machine.
         self.files_root = self.inside(FILES)
+        self._folders: dict[str, str] = {}  # host folder -> its real path under files/
 
     def require_contents(self) -> None:
         """Refuse a directory that holds none of a bundle's parts (BundleError)."""
@@ -233,8 +234,24 @@ class BundleReader:
         return resolve_in_root(self.path, rel)
 
     def files_path(self, path: str, *, follow_last: bool = True) -> str:
-        """Real path of a host path under files/, resolved as if files/ were `/`."""
-        return resolve_in_root(self.files_root, path, follow_last=follow_last)
+        """Real path of a host path under files/, resolved as if files/ were `/`.
+
+        A device's ten sysfs files share one folder reached through a chain of links:
+        the folder is resolved once per bundle (a bundle does not change while it is
+        read), only the last part each time. Resolving the folder, then its last part, is
+        what `resolve_in_root` does in one pass; a last part that is a link or `..` takes
+        that pass.
+        """
+        folder, _, name = path.rpartition("/")
+        if name in ("", ".", ".."):
+            return resolve_in_root(self.files_root, path, follow_last=follow_last)
+        real = self._folders.get(folder)
+        if real is None:
+            real = self._folders[folder] = resolve_in_root(self.files_root, folder)
+        candidate = os.path.join(real, name)
+        if follow_last and os.path.islink(candidate):
+            return resolve_in_root(self.files_root, path)
+        return candidate
 
     def read_bytes(self, rel: str, limit: int) -> bytes | None:
         real = self.inside(rel)

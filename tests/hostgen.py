@@ -451,6 +451,17 @@ def hca(
     b.file(f"/sys/class/net/{netdev}/mtu", f"{mtu}\n")
 
 
+def h100_on_board(index: int):
+    """GPU `index` of `gpu_server`: the board's eight repeat in PCI domain index // 8."""
+    domain, j = divmod(index, 8)
+    return h100(
+        index,
+        nvmlDeviceGetPciInfo=PciInfo(f"{domain:08X}:{0x18 + 0x10 * j:02X}:00.0"),
+        nvmlDeviceGetNumaNodeId=j // 4,
+        nvmlDeviceGetCpuAffinity=[0xFFFF if j < 4 else 0xFFFF0000],
+    )
+
+
 def gpu_server(
     b: BundleBuilder,
     hostname: str,
@@ -470,18 +481,23 @@ def gpu_server(
     link_errors: dict[int, dict[tuple[int, int], int]] | None = None,
     fabricmanager: str = "active",
     kernel_lines: tuple[str, ...] = (),
+    gpus: int = 8,
 ) -> None:
     """An HGX H100 server: 8 GPUs, each behind its own PCIe Gen5 switch, a ConnectX-7 beside
-    GPUs 0 and 4, four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver."""
+    GPUs 0 and 4, four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver.
+
+    `gpus` beyond 8 repeats that board in PCI domains 0001, 0002, ... (the benchmarks'
+    large replays); the fixture hosts keep 8."""
     base_host(b, hostname, ram_gib)
     platform(b, ram_gib, memlock, shm_bytes)
     lspci, limited = [], []
-    for i in range(8):
-        node = i // 4
-        bus = 0x18 + 0x10 * i
-        root = f"0000:{0x80 * node:02x}:{1 + i % 4:02x}.0"
-        up, down = f"0000:{bus - 2:02x}:00.0", f"0000:{bus - 1:02x}:00.0"
-        gpu = f"0000:{bus:02x}:00.0"
+    for i in range(gpus):
+        domain, j = divmod(i, 8)
+        node = j // 4
+        bus = 0x18 + 0x10 * j
+        root = f"{domain:04x}:{0x80 * node:02x}:{1 + j % 4:02x}.0"
+        up, down = f"{domain:04x}:{bus - 2:02x}:00.0", f"{domain:04x}:{bus - 1:02x}:00.0"
+        gpu = f"{domain:04x}:{bus:02x}:00.0"
         pci_device(b, root, "8086", "352a", "060400", "pcieport", node, link=(GEN5, 16, GEN5, 16))
         pci_device(
             b,
@@ -532,8 +548,8 @@ def gpu_server(
                 f"available PCIe bandwidth, limited by 32.0 GT/s PCIe x8 link at {down} "
                 "(capable of 504.112 Gb/s with 32.0 GT/s PCIe x16 link)"
             )
-        if i in (0, 4):  # a ConnectX-7 on a second port of the GPU's switch
-            nic_port, nic = f"0000:{bus - 1:02x}:01.0", f"0000:{bus + 1:02x}:00.0"
+        if j in (0, 4):  # a ConnectX-7 on a second port of the GPU's switch
+            nic_port, nic = f"{domain:04x}:{bus - 1:02x}:01.0", f"{domain:04x}:{bus + 1:02x}:00.0"
             pci_device(
                 b,
                 nic_port,
@@ -586,17 +602,17 @@ def gpu_server(
     for name in ("eno1", "lo"):
         b.file(f"/sys/class/net/{name}/mtu", "1500\n")
     nvidia_driver(b, "550.54.15", ["nvidia_peermem"] if peermem else [])
-    gpus = [h100(i) for i in range(8)]
+    boards = [h100_on_board(i) for i in range(gpus)]
     if slow_gpu >= 0:  # HW_SLOWDOWN (0x8) with the power brake (0x80): a PSU or cable fault
-        gpus[slow_gpu]["nvmlDeviceGetCurrentClocksEventReasons"] = 0x8 | 0x80
-        gpus[slow_gpu]["nvmlDeviceGetTemperatureV"] = 47
+        boards[slow_gpu]["nvmlDeviceGetCurrentClocksEventReasons"] = 0x8 | 0x80
+        boards[slow_gpu]["nvmlDeviceGetTemperatureV"] = 47
     for i, down in (links_down or {}).items():
-        gpus[i]["nvmlDeviceGetNvLinkState"] = lambda link, down=down: int(link not in down)
+        boards[i]["nvmlDeviceGetNvLinkState"] = lambda link, down=down: int(link not in down)
     for i, counts in (link_errors or {}).items():
-        gpus[i]["nvmlDeviceGetNvLinkErrorCounter"] = lambda link, kind, c=counts: c.get(
+        boards[i]["nvmlDeviceGetNvLinkErrorCounter"] = lambda link, kind, c=counts: c.get(
             (link, kind), 0
         )
-    nvml(b, FakeNvml(gpus))
+    nvml(b, FakeNvml(boards))
     state = fabricmanager + "\n"
     b.command(
         ["systemctl", "is-active", "nvidia-fabricmanager"],

@@ -245,3 +245,30 @@ def test_any_one_part_makes_a_directory_a_bundle(tmp_path, part, folder):
     (other / part).write_text("{}") if folder else (other / part).mkdir()
     with pytest.raises(BundleError, match="is not a dldoctor bundle"):
         BundleReader(str(other)).require_contents()
+
+
+def test_remembered_folders_resolve_as_one_pass_does(tmp_path):
+    # files_path resolves each folder once; every path must land where resolve_in_root's
+    # single pass lands, whichever folder was asked first and whatever the last part is.
+    from dldoctor.host.paths import resolve_in_root
+
+    b = BundleBuilder(tmp_path / "b")
+    b.file("/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/vendor", "0x10de\n")
+    b.file("/sys/devices/pci0000:00/0000:00:01.0/max_link_width", "16\n")
+    b.link(
+        "/sys/bus/pci/devices/0000:01:00.0", "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0"
+    )
+    b.link(
+        "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/driver", "/sys/bus/pci/drivers/nvidia"
+    )
+    b.link("/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/up", "../max_link_width")
+    b.file("/sys/bus/pci/drivers/nvidia/bind", "")
+    reader = BundleReader(str(tmp_path / "b"))
+    dev = "/sys/bus/pci/devices/0000:01:00.0"
+    paths = [f"{dev}/vendor", f"{dev}/driver", f"{dev}/driver/bind", f"{dev}/up", f"{dev}/..",
+             f"{dev}/../max_link_width", f"{dev}/absent", f"{dev}/", "/sys", "/", f"{dev}/./vendor"]  # fmt: skip
+    for follow_last in (True, False):
+        for path in [*paths, *reversed(paths)]:  # asked again: now from remembered folders
+            expected = resolve_in_root(reader.files_root, path, follow_last=follow_last)
+            assert reader.files_path(path, follow_last=follow_last) == expected, path
+    assert ReplayHost(reader).read(f"{dev}/up").value == b"16\n"

@@ -67,3 +67,27 @@ def test_a_plugin_cannot_take_a_builtin_id(tmp_path):
     assert any(
         "already taken" in f["summary"] for f in report["findings"] if f["id"] == "plugins.load"
     )
+
+
+def test_the_cheap_scan_sees_a_declared_group_and_only_then_skips(tmp_path, monkeypatch):
+    from dldoctor.registry import may_have_plugins
+
+    other = tmp_path / "other-1.0.dist-info"
+    other.mkdir(parents=True)
+    (other / "entry_points.txt").write_text("[console_scripts]\nother = other:main\n")
+    monkeypatch.setattr("sys.path", [str(tmp_path), str(tmp_path / "absent")])
+    assert not may_have_plugins()
+    install_fake_distribution(tmp_path, "dldoctor-site", PLUGIN, "dldoctor_site_checks")
+    assert may_have_plugins()
+
+
+def test_the_cheap_scan_never_rules_out_what_it_cannot_read(tmp_path, monkeypatch):
+    from dldoctor.registry import may_have_plugins
+
+    archive = tmp_path / "plugins.zip"
+    archive.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip archive on sys.path
+    monkeypatch.setattr("sys.path", [str(archive)])
+    assert may_have_plugins()
+    (tmp_path / "old.egg").mkdir()
+    monkeypatch.setattr("sys.path", [str(tmp_path)])
+    assert may_have_plugins()

@@ -14,6 +14,7 @@ import math
 import posixpath
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.kmsg import kernel_log
@@ -194,8 +195,16 @@ class PcieLinks:
     notes: tuple[str, ...] = ()
     readable: bool = True  # False: /sys/bus/pci/devices could not be listed
 
+    @cached_property
+    def _by_address(self) -> dict[str, PcieLink]:
+        # Checks look up the port above every link: a scan each time is quadratic in links.
+        index: dict[str, PcieLink] = {}
+        for link in self.links:
+            index.setdefault(link.address, link)
+        return index
+
     def get(self, address: str) -> PcieLink | None:
-        return next((link for link in self.links if link.address == address), None)
+        return self._by_address.get(address)
 
     def chain(self, link: PcieLink) -> tuple[PcieLink, ...]:
         """The link and the ports above it that were read, nearest first."""
