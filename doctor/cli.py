@@ -167,11 +167,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> ExitCode:
-    from dldoctor.diagnose import diagnose
+    from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS, diagnose
     from dldoctor.host.base import Host
 
     args = build_parser().parse_args(argv)
     policy, policy_source = _policy(args)
+    host: Host | None = None if args.list_checks else _host(args, policy)
+    if host is not None and not args.only:
+        host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)  # while the checks load
     specs, plugin_findings = _specs(args.no_plugins)
     if args.list_checks:
         for spec in specs:
@@ -184,7 +187,7 @@ def _main(argv: Sequence[str] | None) -> ExitCode:
         specs = select(specs, args.only, args.skip)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    host: Host = _host(args, policy)
+    assert host is not None
     report = diagnose(
         host,
         policy,

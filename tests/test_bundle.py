@@ -272,3 +272,17 @@ def test_remembered_folders_resolve_as_one_pass_does(tmp_path):
             expected = resolve_in_root(reader.files_root, path, follow_last=follow_last)
             assert reader.files_path(path, follow_last=follow_last) == expected, path
     assert ReplayHost(reader).read(f"{dev}/up").value == b"16\n"
+
+
+def test_a_fifo_or_a_folder_in_files_is_an_error_answer_not_a_hang(tmp_path):
+    b = BundleBuilder(tmp_path).file("/proc/mdstat", "Personalities : \n")
+    os.mkfifo(tmp_path / "files" / "proc" / "fifo")  # an open() of it would block forever
+    host = ReplayHost(str(tmp_path))
+    assert (host.read("/proc/fifo").status, host.read("/proc/fifo").error) == (
+        "error",
+        "not a regular file",
+    )
+    assert host.read("/proc").error == "is a directory"
+    assert host.read("/proc/absent").status == "missing"
+    assert host.read("/proc/mdstat").value == b"Personalities : \n"
+    assert b.root == tmp_path

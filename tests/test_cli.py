@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
@@ -321,3 +322,16 @@ def test_verbose_evidence_shows_a_path_that_is_no_link_as_such(tmp_path):
                        "--color", "never").stdout  # fmt: skip
     assert "evidence: link /dev/shm (not a link)" in out
     assert "(error)" not in out
+
+
+def test_json_is_one_compact_line_for_a_program_and_indented_at_a_terminal():
+    from dldoctor.model import Finding, Report, Status
+    from dldoctor.render.jsondoc import render_json
+
+    report = Report(findings=[Finding("a.b", "A", "a", Status.PASS, "fine")])
+    piped, tty = io.StringIO(), io.StringIO()
+    tty.isatty = lambda: True
+    render_json(report, stream=piped)
+    render_json(report, stream=tty)
+    assert piped.getvalue().count("\n") == 1 and tty.getvalue().count("\n") > 10
+    assert json.loads(piped.getvalue()) == json.loads(tty.getvalue())

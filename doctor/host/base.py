@@ -155,6 +155,10 @@ class Host(ABC):
         """The time limit an operation would get if it started now (None: unbounded)."""
         return None
 
+    def prefetch(self, *, runs: Sequence[Sequence[str]] = (), probes: Sequence[str] = ()) -> None:  # noqa: B027
+        """Start these operations now, in the background; the first to ask for one later
+        gets its answer. Only a live host has anything to gain."""
+
 
 def call_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]:
     """Run fn in a daemon thread; (True, result-or-exception) or (False, None) on timeout.

@@ -158,6 +158,7 @@ class LiveHost(Host):
 
             probes = PROBES
         self.probes = dict(probes)
+        self._early: dict[tuple[str, str], _Early] = {}
         self._ops_until: float | None = None
         self._probes_until: float | None = None
         self._window = 0.0
@@ -173,6 +174,18 @@ class LiveHost(Host):
         if op == RUN:
             return _sooner(self.command_timeout if timeout is None else timeout, self._ops_until)
         return _sooner(self.fs_timeout, self._ops_until)
+
+    def prefetch(self, *, runs: Sequence[Sequence[str]] = (), probes: Sequence[str] = ()) -> None:
+        # The child interpreters (PATH's python3, the NVML probe) start while the checks are
+        # still being imported, on another core: their start-up is off the critical path.
+        for argv in runs:
+            self._early[(RUN, command_key(argv))] = _Early(lambda a=list(argv): self.run(a))
+        for name in probes:
+            self._early[(PROBE, name)] = _Early(lambda n=name: self.probe(n))
+
+    def _prefetched(self, op: str, key: str) -> Answer | None:
+        early = self._early.pop((op, key), None)
+        return early.answer() if early is not None else None
 
     def _spent(self, op: str, key: str) -> Answer:
         why = f"the run's probe time ({seconds(self._window)} s) was used up"
@@ -231,6 +244,9 @@ class LiveHost(Host):
         return self._fs(STATVFS, path, stat)
 
     def probe(self, name: str) -> Answer:
+        early = self._prefetched(PROBE, name)
+        if early is not None:
+            return early
         fn = self.probes.get(name)
         if fn is None:
             return Answer(PROBE, name, ERROR, error=f"no probe named {name!r}")
@@ -262,6 +278,9 @@ class LiveHost(Host):
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
         key = command_key(argv)
+        early = self._prefetched(RUN, key) if timeout is None else None
+        if early is not None:
+            return early
         limit = self.limit(RUN, timeout)
         if limit is None or limit <= 0:
             return self._spent(RUN, key)
@@ -299,6 +318,26 @@ class LiveHost(Host):
             CHILDREN.done(proc)
         result = CommandResult(proc.returncode, out[:DEFAULT_MAX_BYTES], err[:DEFAULT_MAX_BYTES])
         return Answer(op, key, OK, result, duration_s=time.monotonic() - start, timeout_s=limit)
+
+
+class _Early:
+    """An operation started ahead of its asker, in a daemon thread (it is bounded by its
+    own limit, so waiting for it is too)."""
+
+    def __init__(self, call: Callable[[], Answer]):
+        self._done = threading.Event()
+        self._answer: Answer | None = None
+
+        def work() -> None:
+            self._answer = call()
+            self._done.set()
+
+        threading.Thread(target=work, name="dldoctor-early", daemon=True).start()
+
+    def answer(self) -> Answer:
+        self._done.wait()
+        assert self._answer is not None
+        return self._answer
 
 
 def _sooner(limit: float, until: float | None) -> float:

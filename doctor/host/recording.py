@@ -35,6 +35,9 @@ class ObservingHost(Host):
     def limit(self, op: str, timeout: float | None = None) -> float | None:
         return self.inner.limit(op, timeout)
 
+    def prefetch(self, *, runs: Sequence[Sequence[str]] = (), probes: Sequence[str] = ()) -> None:
+        self.inner.prefetch(runs=runs, probes=probes)
+
     def seen(self, answer: Answer, argv: Sequence[str] | None) -> None:
         raise NotImplementedError
 
