@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from dldoctor.checks import gpu
 from dldoctor.facts import Facts, fact
+from dldoctor.facts import gpu as g
+from dldoctor.facts.nvidia import nvidia
 from dldoctor.host import TIMEOUT
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status, passed, skipped
@@ -13,6 +16,7 @@ from dldoctor.policy import Policy
 from dldoctor.registry import check
 from dldoctor.runner import run_check
 from tests.bundlebuilder import BundleBuilder
+from tests.conftest import HOSTS
 
 
 @fact("t.req.count")
@@ -145,3 +149,25 @@ def test_requires_takes_one_function_or_several_and_nothing_else():
     with pytest.raises(TypeError, match="requires= takes functions"):
         check("t.bad", "Bad", requires=["nvidia"])
 
+
+def test_gpu_checks_skip_with_the_reason_the_driver_cannot_be_asked():
+    broken = g.NvidiaStack("nvml", error=g.VERSION_MISMATCH, error_message="LibRmVersionMismatch")
+    none = g.NvidiaStack("nvml", driver_version="550.54.15")
+    for stack, why in [
+        (broken, "the NVIDIA driver library and kernel module differ"),
+        (none, "the NVIDIA driver reports no GPUs"),
+    ]:
+        for fn in (gpu.ecc_errors, gpu.driver_version, gpu.persistence, gpu.mixed_precision):
+            finding = run_check(fn.__dldoctor_check__, Facts.given({nvidia: stack}), Policy())
+            assert (finding.status, finding.summary) == (Status.SKIP, why), fn.__name__
+
+
+def test_nvidia_gpus_is_asked_through_the_check_view_on_a_real_bundle():
+    # ubuntu2204-healthy has no NVIDIA stack: the skip carries the NVML probe as evidence.
+    facts = Facts(ReplayHost(str(HOSTS / "ubuntu2204-healthy")))
+    finding = run_check(gpu.ecc_mode.__dldoctor_check__, facts, Policy())
+    assert (finding.status, finding.summary) == (
+        Status.SKIP,
+        "neither NVML (nvidia-ml-py) nor nvidia-smi is available",
+    )
+    assert "nvml" in {e.key for e in finding.evidence}
