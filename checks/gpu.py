@@ -53,14 +53,14 @@ def label(gpu: g.Gpu) -> str:
     return f"GPU {gpu.index}{name}{where}"
 
 
-def usable_stack(facts: Facts) -> tuple[g.NvidiaStack, Outcome | None]:
-    """The stack, or a skip that names why there are no GPU facts."""
+def nvidia_gpus(facts: Facts) -> Outcome | None:
+    """Requirement: the NVIDIA driver answers and reports GPUs; else a skip that says why."""
     stack = facts.get(nvidia)
     if not stack.usable:
-        return stack, skipped(WHY.get(stack.error, f"no GPU facts ({stack.error_message})"))
+        return skipped(WHY.get(stack.error, f"no GPU facts ({stack.error_message})"))
     if not stack.gpus:
-        return stack, skipped("the NVIDIA driver reports no GPUs")
-    return stack, None
+        return skipped("the NVIDIA driver reports no GPUs")
+    return None
 
 
 def host_side(stack: g.NvidiaStack, what: str) -> tuple[list[g.Gpu], Outcome | None]:
@@ -75,11 +75,10 @@ def host_side(stack: g.NvidiaStack, what: str) -> tuple[list[g.Gpu], Outcome | N
 def reporting(
     facts: Facts, *fields: str, nobody: str, what: str = ""
 ) -> tuple[list[g.Gpu], Outcome | None]:
-    """The GPUs that report any of `fields`, or the skip that says why there are none.
-    `what`: the reading a vGPU guest cannot make (its GPUs are left out)."""
-    stack, skip = usable_stack(facts)
-    if skip:
-        return [], skip
+    """For a check that requires `nvidia_gpus`: the GPUs that report any of `fields`, or the
+    skip that says why there are none. `what`: the reading a vGPU guest cannot make (its
+    GPUs are left out)."""
+    stack = facts.get(nvidia)
     candidates, skip = host_side(stack, what) if what else (list(stack.gpus), None)
     if skip:
         return [], skip
@@ -170,11 +169,10 @@ def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
     "gpu.driver.version",
     "NVIDIA driver version",
     remediation="Upgrade to a current datacenter branch (R535 LTS or newer; R580 for CUDA 13).",
+    requires=nvidia_gpus,
 )
 def driver_version(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
-    if skip:
-        return skip
+    stack = facts.get(nvidia)
     minimum = policy.gpu.min_driver
     if not stack.driver_version:
         return skipped(f"the driver did not report its version (via {stack.source})")
@@ -293,20 +291,17 @@ def gpu_count(facts: Facts, policy: Policy) -> Outcome:
     remediation="Enable the persistence daemon: `systemctl enable --now nvidia-persistenced` "
     "(or `nvidia-smi -pm 1`, which does not survive a reboot).",
     fixes=["fix.gpu.persistence"],
+    requires=nvidia_gpus,
 )
 def persistence(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
+    known, skip = reporting(
+        facts, "persistence_mode", nobody="persistence mode not reported", what="persistence mode"
+    )
     if skip:
         return skip
-    gpus, skip = host_side(stack, "persistence mode")
-    if skip:
-        return skip
-    off = [label(x) for x in gpus if is_datacenter(x) and x.persistence_mode is False]
+    off = [label(x) for x in known if is_datacenter(x) and x.persistence_mode is False]
     if off:
         return warned(f"off on {len(off)} datacenter GPU(s)", off)
-    known = [x for x in gpus if x.persistence_mode is not None]
-    if not known:
-        return skipped("persistence mode not reported")
     on = sum(1 for x in known if x.persistence_mode)
     if on < len(known):
         return passed(f"on for {on} of {len(known)} GPU(s); optional outside datacenter GPUs")
@@ -318,6 +313,7 @@ def persistence(facts: Facts, policy: Policy) -> Outcome:
     "MIG mode",
     remediation="A MIG mode change waits for a GPU reset: stop its processes and run "
     "`nvidia-smi -r -i <index>`, or reboot.",
+    requires=nvidia_gpus,
 )
 def mig_pending(facts: Facts, policy: Policy) -> Outcome:
     capable, skip = reporting(
@@ -403,11 +399,10 @@ def _links_down(x: g.Gpu) -> str:
     "reset the GPU (`nvidia-smi -r -i <index>`) or reboot. Links that stay down need the "
     "baseboard serviced; on PCIe cards reseat the NVLink bridge. Rising replay, recovery or "
     "CRC counters (`nvidia-smi nvlink -e`) mean a marginal link: RMA if they keep rising.",
+    requires=nvidia_gpus,
 )
 def nvlink(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
-    if skip:
-        return skip
+    stack = facts.get(nvidia)
     links = facts.get(nvlinks)
     notes = [f"link states via {links.source}", *links.notes]
     known = [x for x in links.gpus if x.nvlink_states is not None]
@@ -456,6 +451,7 @@ def nvlink(facts: Facts, policy: Policy) -> Outcome:
     "ECC mode",
     remediation="Enable ECC (`nvidia-smi -e 1`, then reboot); a pending change also waits for "
     "a reboot.",
+    requires=nvidia_gpus,
 )
 def ecc_mode(facts: Facts, policy: Policy) -> Outcome:
     capable, skip = reporting(
@@ -483,6 +479,7 @@ def ecc_mode(facts: Facts, policy: Policy) -> Outcome:
     "ECC errors",
     remediation="Uncorrectable ECC errors since boot: drain the node, reset the GPU "
     "(`nvidia-smi -r`) or reboot, and RMA the GPU if they come back.",
+    requires=nvidia_gpus,
 )
 def ecc_errors(facts: Facts, policy: Policy) -> Outcome:
     counted, skip = reporting(
@@ -520,6 +517,7 @@ def ecc_errors(facts: Facts, policy: Policy) -> Outcome:
     "Retired pages",
     remediation="A page retirement is pending until the GPU is reset: drain the node and "
     "reboot. 60 or more retired pages (or any recurring double-bit errors) call for an RMA.",
+    requires=nvidia_gpus,
 )
 def retired_pages(facts: Facts, policy: Policy) -> Outcome:
     # Page retirement is the pre-Ampere mechanism; Ampere and newer remap rows instead.
@@ -558,6 +556,7 @@ def retired_pages(facts: Facts, policy: Policy) -> Outcome:
     remediation="Pending remaps take effect at the next GPU reset: drain, then "
     "`nvidia-smi -r -i <index>` or reboot. A remapping failure means the GPU is out of spare "
     "rows: RMA it.",
+    requires=nvidia_gpus,
 )
 def remapped_rows(facts: Facts, policy: Policy) -> Outcome:
     gpus, skip = reporting(
@@ -603,11 +602,9 @@ def precisions(cc: str) -> list[str]:
     return [name for minimum, name in PRECISIONS if at_least(cc, minimum)]
 
 
-@check("gpu.precision", "Mixed precision")
+@check("gpu.precision", "Mixed precision", requires=nvidia_gpus)
 def mixed_precision(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
-    if skip:
-        return skip
+    stack = facts.get(nvidia)
     lines, known = [], set()
     for x in stack.gpus:
         cc = x.compute_capability or ARCH_CC.get(x.architecture, "")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dldoctor.checks.gpu import usable_stack
+from dldoctor.checks.gpu import nvidia_gpus
 from dldoctor.facts import Facts
 from dldoctor.facts import system as sysfacts
+from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.shm import dev_shm as devshm
 from dldoctor.facts.shm import transparent_hugepages as thp
 from dldoctor.model import Outcome, failed, passed, skipped, warned
@@ -19,12 +20,10 @@ GIB = 1024**3
     "RAM for the GPUs",
     remediation="Add RAM: data loading, pinned host buffers and checkpoints need at least "
     "1.5 x the GPUs' memory (the policy's [memory] gpu_ratio).",
+    requires=nvidia_gpus,
 )
 def gpu_ratio(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
-    if skip:
-        return skip
-    gpu_mib = [x.memory_total_mib for x in stack.gpus if x.memory_total_mib]
+    gpu_mib = [x.memory_total_mib for x in facts.get(nvidia).gpus if x.memory_total_mib]
     ram = facts.get(sysfacts.memory).total_bytes
     if not gpu_mib or not ram:
         return skipped("GPU or system memory size unknown")

@@ -3,8 +3,9 @@ and CPU sensors (sensors that lie are reported as unreliable, not as overheating
 
 from __future__ import annotations
 
-from dldoctor.checks.gpu import host_side, label, reporting, usable_stack
+from dldoctor.checks.gpu import host_side, label, nvidia_gpus, reporting
 from dldoctor.facts import Facts
+from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.thermal import thermal_sensors
 from dldoctor.model import Outcome, failed, passed, skipped, warned
 from dldoctor.policy import Policy
@@ -22,6 +23,7 @@ MARGIN_C = 5  # closer than this to the slowdown temperature is a warning
     "GPU temperature",
     remediation="Check airflow and fans (BMC fan policy), blanking panels, inlet temperature "
     "and, for liquid-cooled systems, coolant flow.",
+    requires=nvidia_gpus,
 )
 def gpu_temperature(facts: Facts, policy: Policy) -> Outcome:
     known, skip = reporting(
@@ -53,6 +55,7 @@ def gpu_temperature(facts: Facts, policy: Policy) -> Outcome:
     remediation="Hardware slowdown and power brake come from the board or the power supply "
     "(PSU, power cables, BMC power capping); thermal slowdown from cooling. Step time on the "
     "whole job drops to the slowest GPU's.",
+    requires=nvidia_gpus,
 )
 def gpu_clocks(facts: Facts, policy: Policy) -> Outcome:
     known, skip = reporting(
@@ -84,12 +87,9 @@ def gpu_clocks(facts: Facts, policy: Policy) -> Outcome:
     return passed(f"no slowdown on {len(known)} GPU(s)", note)
 
 
-@check("thermal.gpu.power", "GPU power")
+@check("thermal.gpu.power", "GPU power", requires=nvidia_gpus)
 def gpu_power(facts: Facts, policy: Policy) -> Outcome:
-    stack, skip = usable_stack(facts)
-    if skip:
-        return skip
-    gpus, skip = host_side(stack, "its power draw")
+    gpus, skip = host_side(facts.get(nvidia), "its power draw")
     if skip:
         return skip
     known = [x for x in gpus if x.power_draw_w is not None and x.power_limit_w]

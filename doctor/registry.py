@@ -22,6 +22,10 @@ ENTRY_POINT_GROUP = "dldoctor.checks"
 NO_PLUGINS_ENV = "DLDOCTOR_NO_PLUGINS"
 _MARK = "__dldoctor_check__"
 
+# What a check needs before it can judge: a function of the facts answering None (go on)
+# or the Outcome that stands instead of the check's (usually a skip that says why).
+Requirement = Callable[..., Outcome | None]
+
 # Display order of categories; unknown (plugin) categories follow, alphabetically.
 CATEGORY_ORDER = (
     "system",
@@ -50,6 +54,7 @@ class CheckSpec:
     fixes: tuple[str, ...] = ()
     source: str = "builtin"
     order: int = 0  # line of definition: checks keep their module's reading order
+    requires: tuple[Requirement, ...] = ()
 
 
 def check(
@@ -59,8 +64,20 @@ def check(
     category: str | None = None,
     remediation: str = "",
     fixes: Iterable[str] = (),
+    requires: Requirement | Iterable[Requirement] = (),
 ) -> Callable[[Callable[..., Outcome]], Callable[..., Outcome]]:
-    """Declare `fn(facts, policy) -> Outcome` as a check with a stable dotted id."""
+    """Declare `fn(facts, policy) -> Outcome` as a check with a stable dotted id.
+
+    `requires`: one requirement or several, each a named function `need(facts)` returning
+    None to go on or an Outcome (usually a skip with the reason) that becomes the finding
+    instead of the check's. The runner asks them in order before `fn`, through the same
+    facts view, so their facts are the finding's evidence too; a fact of theirs that fails
+    is an `error`, as in the check. A direct call of `fn` (a test) does not ask them.
+    """
+    needs = (requires,) if callable(requires) else tuple(requires)
+    for need in needs:
+        if not callable(need):
+            raise TypeError(f"check {id!r}: requires= takes functions, not {need!r}")
 
     def declare(fn: Callable[..., Outcome]) -> Callable[..., Outcome]:
         spec = CheckSpec(
@@ -71,6 +88,7 @@ def check(
             remediation=remediation,
             fixes=tuple(fixes),
             order=fn.__code__.co_firstlineno,
+            requires=needs,
         )
         setattr(fn, _MARK, spec)
         return fn

@@ -81,22 +81,40 @@ def _valid(outcome: object) -> Outcome:
     return outcome
 
 
+def _crashed(what: str, exc: Exception) -> Outcome:
+    where = traceback.extract_tb(exc.__traceback__)[-1]
+    return Outcome(
+        Status.ERROR,
+        f"{what} crashed: {type(exc).__name__}: {exc}",
+        (f"at {where.filename}:{where.lineno} in {where.name}",),
+    )
+
+
+def _unmet(spec: CheckSpec, view: _CheckFacts) -> Outcome | None:
+    """The outcome of the first of the check's requirements that stops it, or None."""
+    for need in spec.requires:
+        try:
+            outcome = need(view)
+            if outcome is not None:
+                return _valid(outcome)
+        except (ProbeFailed, FactFailed):
+            raise  # an error finding, as when the check's own fact fails
+        except Exception as exc:
+            return _crashed(f"requirement {getattr(need, '__name__', repr(need))}", exc)
+    return None
+
+
 def run_check(spec: CheckSpec, facts: Facts, policy: Policy) -> Finding:
     view = _CheckFacts(facts)
     start = time.monotonic()
     try:
-        outcome = _valid(spec.fn(view, policy))
+        outcome = _unmet(spec, view) or _valid(spec.fn(view, policy))
     except ProbeFailed as exc:
         outcome = Outcome(Status.ERROR, str(exc))
     except FactFailed as exc:
         outcome = Outcome(Status.ERROR, str(exc))
     except Exception as exc:
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        outcome = Outcome(
-            Status.ERROR,
-            f"check crashed: {type(exc).__name__}: {exc}",
-            (f"at {where.filename}:{where.lineno} in {where.name}",),
-        )
+        outcome = _crashed("check", exc)
     return finding_for(spec, outcome, view.evidence, time.monotonic() - start)
 
 

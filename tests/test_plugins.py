@@ -91,3 +91,42 @@ def test_the_cheap_scan_never_rules_out_what_it_cannot_read(tmp_path, monkeypatc
     (tmp_path / "old.egg").mkdir()
     monkeypatch.setattr("sys.path", [str(tmp_path)])
     assert may_have_plugins()
+
+
+REQUIRING_PLUGIN = """
+from dldoctor.checks.gpu import nvidia_gpus
+from dldoctor.facts import system
+from dldoctor.model import passed, skipped
+from dldoctor.registry import check
+
+
+def site_node(facts):
+    if not facts.get(system.hostname).startswith("gpu-"):
+        return skipped("not a node of the GPU cluster")
+    return None
+
+
+@check("site.gpu_burn", "GPU burn-in", requires=nvidia_gpus)
+def gpu_burn(facts, policy):
+    raise AssertionError("ran without GPUs")
+
+
+@check("site.rack", "Rack label", requires=(site_node,))
+def rack(facts, policy):
+    return passed("labelled")
+"""
+
+
+def test_a_plugin_check_can_require_what_builtin_checks_require(tmp_path):
+    install_fake_distribution(tmp_path, "dldoctor-req", REQUIRING_PLUGIN, "dldoctor_req_checks")
+    findings = {f["id"]: f for f in report_of(run_with(tmp_path))["findings"]}
+    burn = findings["site.gpu_burn"]  # the fixture host has no NVIDIA stack
+    assert (burn["status"], burn["summary"]) == (
+        "skip",
+        "neither NVML (nvidia-ml-py) nor nvidia-smi is available",
+    )
+    assert {"op": "probe", "key": "nvml", "status": "missing"} in burn["evidence"]
+    assert (findings["site.rack"]["status"], findings["site.rack"]["summary"]) == (
+        "pass",
+        "labelled",
+    )
