@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class Terminated(BaseException):
-    """SIGTERM or SIGHUP: end like Ctrl-C, children killed on the way out (atexit)."""
+    """SIGINT, SIGTERM or SIGHUP: the run ends, children killed on the way out (atexit)."""
 
     def __init__(self, signum: int):
         super().__init__(signum)
@@ -131,7 +131,7 @@ def _catch_signals() -> None:
 
     if threading.current_thread() is not threading.main_thread():
         return  # signal handlers can only be set there (a library caller's thread)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
 
 
@@ -141,7 +141,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(_main(argv))
     except Terminated as exc:
-        print("dldoctor: terminated", file=sys.stderr)
+        import signal
+
+        print(
+            "dldoctor: interrupted" if exc.signum == signal.SIGINT else "dldoctor: terminated",
+            file=sys.stderr,
+        )
         return 128 + exc.signum
     except UsageError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
