@@ -383,7 +383,7 @@ def test_odd_port_attributes_are_noted(tmp_path):
     assert p.counters == {"link_downed": 16}
     assert p.notes == (
         "rate 'fast' not understood",
-        f"{port}/counters/port_rcv_errors: error",
+        f"read {port}/counters/port_rcv_errors: EIO",
         f"{port}/counters/symbol_error: 'lots' is not a number",
     )
 
@@ -642,7 +642,7 @@ def test_thermal_none_or_denied(tmp_path):
         "list", "/sys/class/hwmon", status="permission_denied"
     )
     got = facts_of(b).get(thermal_sensors)
-    assert got == () and got.notes == ("/sys/class/hwmon: permission_denied",)
+    assert got == () and got.notes == ("list /sys/class/hwmon: permission denied",)
 
 
 def test_thermal_timeout_is_probe_failed(tmp_path):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.gpu import normalise_pci_bus_id
+from dldoctor.facts.reading import to_int
 from dldoctor.host.base import MISSING, NOT_INSTALLED
 
 # --- ACS from lspci -vvv ----------------------------------------------------------------
@@ -305,7 +306,8 @@ class Iommu:
 
 
 def _group_key(name: str) -> tuple[int, str]:
-    return (int(name), "") if name.isdigit() else (1 << 62, name)
+    number = to_int(name, minimum=0)
+    return (number, "") if number is not None else (1 << 62, name)
 
 
 @fact("iommu")

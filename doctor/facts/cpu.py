@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
+from dldoctor.facts.reading import to_int
 
 CPU_ROOT = "/sys/devices/system/cpu"
 MAX_CPUS_READ = 1024
@@ -64,13 +65,6 @@ class CpuInfo:
     threads: int  # logical CPUs listed
     flags: frozenset[str]  # x86 `flags`, aarch64 `Features`
     notes: tuple[str, ...] = ()
-
-
-def _int(text: str) -> int | None:
-    try:
-        return int(text, 0)
-    except ValueError:
-        return None
 
 
 def _blocks(text: str, notes: list[str]) -> list[dict[str, str]]:
@@ -130,8 +124,8 @@ def parse_cpuinfo(text: str) -> CpuInfo:
                 return value
         return ""
 
-    implementer = _int(pick("CPU implementer"))
-    part = _int(pick("CPU part"))
+    implementer = to_int(pick("CPU implementer"), base=0)  # "0x41"
+    part = to_int(pick("CPU part"), base=0)
     vendor = pick("vendor_id")
     if not vendor and implementer is not None:
         vendor = ARM_IMPLEMENTERS.get(implementer, f"implementer {implementer:#x}")
@@ -164,8 +158,8 @@ def parse_cpuinfo(text: str) -> CpuInfo:
 
     if cpus and all("core id" in b for b in cpus):
         cores = len({(b.get("physical id", ""), b["core id"]) for b in cpus})
-    elif cpus and packages and all(_int(b.get("cpu cores", "")) for b in cpus):
-        per_package = {b.get("physical id", ""): _int(b["cpu cores"]) or 0 for b in cpus}
+    elif cpus and packages and all(to_int(b.get("cpu cores")) for b in cpus):
+        per_package = {b.get("physical id", ""): to_int(b["cpu cores"]) or 0 for b in cpus}
         cores = sum(per_package.values())
     else:
         cores = threads

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.pythonenv import python_environments, site_dists
-from dldoctor.facts.reading import follow
+from dldoctor.facts.reading import follow, to_int
 from dldoctor.facts.toolkit import HEADER_BYTES, define, toolkits
 from dldoctor.host.base import MISSING, NOT_INSTALLED
 
@@ -18,8 +18,7 @@ from dldoctor.host.base import MISSING, NOT_INSTALLED
 
 
 def _int_define(text: str, macro: str) -> int | None:
-    value = define(text, macro)
-    return int(value) if value is not None and value.isdigit() else None
+    return to_int(define(text, macro), minimum=0)
 
 
 def parse_cudnn_header(text: str) -> tuple[str, list[str]]:

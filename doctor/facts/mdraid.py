@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from dldoctor.facts import FactContext, fact
+from dldoctor.facts.reading import read_text, to_int
 from dldoctor.host.base import MISSING, NOT_INSTALLED
 
 MDSTAT = "/proc/mdstat"
@@ -97,11 +98,12 @@ class Mdstat:
 
 def _member(word: str) -> MdMember | None:
     m = _MEMBER.fullmatch(word)
-    if m is None:
+    slot = to_int(m.group(2)) if m else None
+    if m is None or slot is None:
         return None
     flags = tuple(re.findall(r"\(([A-Z])\)", m.group(3)))
     role = next((_FLAG_ROLES[f] for f in _ROLE_ORDER if f in flags), "active")
-    return MdMember(m.group(1), int(m.group(2)), role, flags)
+    return MdMember(m.group(1), slot, role, flags)
 
 
 class _Builder:
@@ -149,15 +151,15 @@ class _Builder:
             self.sync = SyncProgress(
                 sync.group("action"),
                 percent=float(sync.group("pct")),
-                done_blocks=_int(sync.group("done")),
-                total_blocks=_int(sync.group("total")),
+                done_blocks=to_int(sync.group("done")),
+                total_blocks=to_int(sync.group("total")),
                 finish_min=float(sync.group("finish")) if sync.group("finish") else None,
-                speed_kps=_int(sync.group("speed")),
+                speed_kps=to_int(sync.group("speed")),
             )
             return
         m = re.search(r"(\d+)\s+blocks\b", stripped)
         if m:
-            self.blocks = int(m.group(1))
+            self.blocks = to_int(m.group(1))
             sup = re.search(r"\bsuper\s+(\S+)", stripped)
             if sup:
                 self.metadata = sup.group(1)
@@ -166,7 +168,10 @@ class _Builder:
                 self.chunk = chunk.group(1).lower()
             counts = re.search(r"\[(\d+)/(\d+)\]", stripped)
             if counts:
-                self.raid_disks, self.active_disks = int(counts.group(1)), int(counts.group(2))
+                self.raid_disks, self.active_disks = (
+                    to_int(counts.group(1)),
+                    to_int(counts.group(2)),
+                )
             status = re.search(r"\[([U_]+)\]", stripped)
             if status:
                 self.status_map = status.group(1)
@@ -199,10 +204,6 @@ class _Builder:
             chunk=self.chunk,
             notes=tuple(self.notes),
         )
-
-
-def _int(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() else None
 
 
 def parse_mdstat(text: str) -> Mdstat:
@@ -279,7 +280,7 @@ def _table_row(line: str) -> MdadmMember | None:
         return None
     rest = words[4:]
     device = rest.pop() if rest and rest[-1].startswith("/") else ""
-    return MdadmMember(_int(words[0]), _int(words[3]), " ".join(rest), device)
+    return MdadmMember(to_int(words[0]), to_int(words[3]), " ".join(rest), device)
 
 
 def parse_mdadm_detail(text: str) -> MdadmDetail:
@@ -322,7 +323,7 @@ def parse_mdadm_detail(text: str) -> MdadmDetail:
         m = re.match(r"\d+", value)
         if value and m is None:
             notes.append(f"{key} is not a number: {value[:40]!r}")
-        return int(m.group(0)) if m else None
+        return to_int(m.group(0)) if m else None
 
     return MdadmDetail(
         device=device,
@@ -390,9 +391,9 @@ def member_map(
         counts.append(max(array.raid_disks - array.active_disks, 0))
     elif array.status_map:
         counts.append(array.status_map.count("_"))
-    degraded = (sysfs or {}).get("degraded", "")
-    if degraded.isdigit():
-        counts.append(int(degraded))
+    degraded = to_int((sysfs or {}).get("degraded"), minimum=0)
+    if degraded is not None:
+        counts.append(degraded)
     empty = [i for i, c in enumerate(array.status_map) if c == "_"]
     failed = [m.name for m in array.failed_members]
     rebuilding_names: list[str] = []
@@ -451,11 +452,9 @@ def md_raid(ctx: FactContext) -> MdRaid:
     for array in mdstat.arrays:
         values: dict[str, str] = {}
         for attr in SYSFS_ATTRS:
-            got = ctx.host.read(f"/sys/block/{array.name}/md/{attr}", max_bytes=4096)
-            if got.ok:
-                values[attr] = got.text.strip()
-            elif got.status != MISSING:
-                notes.append(got.describe())
+            got = read_text(ctx.host, f"/sys/block/{array.name}/md/{attr}", notes)
+            if got is not None:
+                values[attr] = got
         sysfs[array.name] = values
         if mdadm_missing:
             continue

@@ -8,6 +8,7 @@ from typing import Any
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts import gpu as g
 from dldoctor.facts.gpu import Gpu, NvidiaStack, normalise_pci_bus_id, reasons_from_mask
+from dldoctor.facts.reading import to_int
 from dldoctor.host.base import ERROR, MISSING, NOT_INSTALLED, TIMEOUT
 
 # NVML init error codes (nvidia-ml-py's NVML_ERROR_*) -> why there are no GPU facts.
@@ -156,11 +157,11 @@ def _nvlink_errors(value: Any, notes: list[str]) -> tuple[tuple[int, str, int], 
     read: list[tuple[int, int, int]] = []
     for link, counters in value.items():
         for counter, answer in counters.items() if isinstance(counters, dict) else ():
-            digits = str(link).isdigit() and str(counter).isdigit()
-            known = digits and int(counter) in g.NVLINK_COUNTERS
+            link_no, counter_no = to_int(str(link), minimum=0), to_int(str(counter), minimum=0)
+            known = link_no is not None and counter_no in g.NVLINK_COUNTERS
             count = answer.get("value") if isinstance(answer, dict) else None
             if known and isinstance(count, int):
-                read.append((int(link), int(counter), count))
+                read.append((link_no, counter_no, count))
             elif isinstance(answer, dict) and answer.get("error") not in ("NotSupported", None):
                 notes.append(f"nvlink_errors: link {link} counter {counter}: {answer['error']}")
     return tuple((link, g.NVLINK_COUNTERS[c], n) for link, c, n in sorted(read))

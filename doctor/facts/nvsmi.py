@@ -22,6 +22,7 @@ from dldoctor.facts.gpu import (
     NvidiaStack,
     normalise_pci_bus_id,
 )
+from dldoctor.facts.reading import to_int
 
 SOURCE = "nvidia-smi"
 ROOT_TAG = "nvidia_smi_log"
@@ -415,8 +416,9 @@ def _ecc_sum(r: _Reader, parent: ET.Element, tags: list[str], field: str) -> int
         if kind == "error":
             r.notes.append(f"{field}: <{tag}> says [{value}]")
         elif kind == "value" and value is not None:
-            if value.isdigit():
-                total = (total or 0) + int(value)
+            count = to_int(value, minimum=0)
+            if count is not None:
+                total = (total or 0) + count
             else:
                 r.notes.append(f"{field}: <{tag}> is {value!r}, not a count")
     if total is None and unsupported:

@@ -10,6 +10,7 @@ import posixpath
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
+from dldoctor.facts.reading import read_text, to_int
 
 NVIDIA = "10de"
 AMD = "1002"
@@ -54,14 +55,6 @@ def _hex(text: str) -> str:
     return text.strip().lower().removeprefix("0x")
 
 
-def _int(text: str) -> int | None:
-    try:
-        value = int(text.strip())
-    except ValueError:
-        return None
-    return value if value >= 0 else None  # -1: the firmware did not say
-
-
 @fact("pci.devices")
 def pci_devices(ctx: FactContext) -> PciBus:
     host = ctx.host
@@ -72,20 +65,20 @@ def pci_devices(ctx: FactContext) -> PciBus:
     for address in listing.value:
         base = f"{DEVICES}/{address}"
         # One device's unreadable attribute (EIO from a dead card) is a note about that
-        # device, never the loss of the whole bus.
-        vendor = host.read(f"{base}/vendor", max_bytes=64)
-        klass = host.read(f"{base}/class", max_bytes=64)
-        if not vendor.ok or not klass.ok:
-            bad = vendor if not vendor.ok else klass
-            notes.append(f"{address}: {bad.describe()}")
+        # device, never the loss of the whole bus (facts/reading.py's rule).
+        vendor = read_text(host, f"{base}/vendor", notes, max_bytes=64)
+        klass = read_text(host, f"{base}/class", notes, max_bytes=64)
+        if vendor is None or klass is None:
+            notes.append(f"{address}: no vendor or class: left out")
             continue
-        vendor_id, class_code = _hex(vendor.text), _hex(klass.text)
+        vendor_id, class_code = _hex(vendor), _hex(klass)
         driver, numa = "", None
         # Only the devices dldoctor reasons about get the extra reads.
         if vendor_id in (NVIDIA, AMD) and class_code.startswith(("03", "0680")):
             link = host.readlink(f"{base}/driver")
             driver = posixpath.basename(link.value.rstrip("/")) if link.ok else ""
-            numa = _int(host.read(f"{base}/numa_node", max_bytes=64).text or "-1")
-        device = _hex(host.read(f"{base}/device", max_bytes=64).text)
+            numa_text = read_text(host, f"{base}/numa_node", notes, max_bytes=64)
+            numa = to_int(numa_text, minimum=0)  # -1: the firmware did not say
+        device = _hex(read_text(host, f"{base}/device", notes, max_bytes=64) or "")
         devices.append(PciDevice(address, vendor_id, device, class_code, driver, numa))
     return PciBus(tuple(devices), True, tuple(notes))

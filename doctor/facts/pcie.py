@@ -19,7 +19,8 @@ from functools import cached_property
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.kmsg import kernel_log
 from dldoctor.facts.pci import AMD, DEVICES, NVIDIA, PciDevice, pci_devices
-from dldoctor.host.base import MISSING, TIMEOUT, Answer, Host, ProbeFailed
+from dldoctor.facts.reading import read_text, to_int
+from dldoctor.host.base import TIMEOUT, Host, ProbeFailed
 
 # A PCI address as sysfs and the kernel print it. VMD domains have 5 hex digits.
 _ADDR = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
@@ -242,24 +243,10 @@ def _pci_devices_read_extras(dev: PciDevice) -> bool:
     return dev.vendor in (NVIDIA, AMD) and dev.class_code.startswith(("03", "0680"))
 
 
-def _text(answer: Answer, notes: list[str]) -> str | None:
-    """The text of a sysfs read; None (and a note unless the file is absent) otherwise.
-
-    A timeout means the doctor could not look, and fails the fact. An error does not: a
-    device the kernel marked disconnected answers EINVAL for its link files, and that
-    must not hide the links of every other device.
-    """
-    if answer.status == TIMEOUT:
-        raise ProbeFailed(answer)
-    if answer.ok:
-        return answer.text
-    if answer.status != MISSING:
-        notes.append(answer.describe())
-    return None
-
-
 def _read(host: Host, path: str, notes: list[str], max_bytes: int = 64) -> str | None:
-    return _text(host.read(path, max_bytes=max_bytes), notes)
+    # An error is a note, not a failed fact: a device the kernel marked disconnected
+    # answers EINVAL for its link files, and that must not hide every other link.
+    return read_text(host, path, notes, max_bytes=max_bytes)
 
 
 @dataclass(frozen=True)
@@ -301,14 +288,6 @@ def read_link_files(host: Host, base: str) -> LinkFiles:
     return LinkFiles(*speeds, *widths, *aer, notes=tuple(notes))
 
 
-def _numa(text: str | None) -> int | None:
-    try:
-        value = int((text or "").strip())
-    except ValueError:
-        return None
-    return value if value >= 0 else None  # -1: the firmware did not say
-
-
 def _link(host: Host, dev: PciDevice, upstream: tuple[str, ...], *, port: bool) -> PcieLink:
     base = f"{DEVICES}/{dev.address}"
     files = read_link_files(host, base)
@@ -321,8 +300,8 @@ def _link(host: Host, dev: PciDevice, upstream: tuple[str, ...], *, port: bool) 
             if link.status == TIMEOUT:
                 raise ProbeFailed(link)
             driver = posixpath.basename(link.value.rstrip("/")) if link.ok else ""
-            numa = _numa(_read(host, f"{base}/numa_node", notes))
-        cpulist = (_read(host, f"{base}/local_cpulist", notes, max_bytes=4096) or "").strip()
+            numa = to_int(_read(host, f"{base}/numa_node", notes), minimum=0)  # -1: not said
+        cpulist = _read(host, f"{base}/local_cpulist", notes, max_bytes=4096) or ""
     return PcieLink(
         dev.address, dev.vendor, dev.device, dev.class_code, driver,
         files.current_gts, files.max_gts, files.current_width, files.max_width,

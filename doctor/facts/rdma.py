@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.kmod import modules
-from dldoctor.host.base import MISSING, OK, TIMEOUT, Host, ProbeFailed
+from dldoctor.facts.reading import SMALL, read_listing, read_text, to_int
+from dldoctor.host.base import MISSING, OK, Host
 
 IB_CLASS = "/sys/class/infiniband"
 NET_CLASS = "/sys/class/net"
@@ -36,7 +37,6 @@ MAX_PORTS = 16
 MAX_COUNTERS = 128
 MAX_GIDS = 32  # non-zero GIDs kept per port
 MAX_GID_SLOTS = 256  # GID table slots looked at per port (mlx5 RoCE tables hold 256)
-SMALL = 4096  # bytes read from one sysfs attribute
 
 
 # --- parsers --------------------------------------------------------------------------
@@ -97,8 +97,9 @@ _INT_CODE = re.compile(r"^(\d+)(?:\s*\(\d+\))?$")
 
 
 def _int_or_none(text: str) -> int | None:
+    # "4096 (5)": ibv_devinfo prints a value with its enum code.
     m = _INT_CODE.match(text.strip())
-    return int(m.group(1)) if m else None
+    return to_int(m.group(1)) if m else None
 
 
 def parse_ibv_devinfo(text: str) -> IbvDevinfo:
@@ -230,34 +231,21 @@ class RdmaDevices(tuple):
 
 
 class _Reader:
-    """Small bounded sysfs reads: a timeout raises, other failures become notes."""
+    """facts/reading.py's rule, bound to one host."""
 
     def __init__(self, host: Host):
         self.host = host
 
     def text(self, path: str, notes: list[str], *, quiet: bool = False) -> str | None:
-        answer = self.host.read(path, max_bytes=SMALL)
-        if answer.status == TIMEOUT:
-            raise ProbeFailed(answer)
-        if answer.ok:
-            return answer.text.strip()
-        if answer.status != MISSING and not quiet:
-            notes.append(f"{path}: {answer.status}")
-        return None
+        """`quiet`: an error the kernel answers in normal operation, not noted."""
+        return read_text(self.host, path, None if quiet else notes, max_bytes=SMALL)
 
     def listing(self, path: str, notes: list[str]) -> tuple[str, ...] | None:
-        answer = self.host.listdir(path)
-        if answer.status == TIMEOUT:
-            raise ProbeFailed(answer)
-        if answer.ok:
-            return answer.value
-        if answer.status != MISSING:
-            notes.append(f"{path}: {answer.status}")
-        return None
+        return read_listing(self.host, path, notes)
 
 
 def _numbered(names, limit: int, what: str, notes: list[str]) -> list[int]:
-    numbers = sorted(int(n) for n in names if n.isdigit())
+    numbers = sorted(n for n in map(to_int, names) if n is not None and n >= 0)
     if len(numbers) > limit:
         notes.append(f"{len(numbers)} {what}; only the first {limit} read")
     return numbers[:limit]
@@ -274,10 +262,12 @@ def _counters(reader: _Reader, folder: str, notes: list[str]) -> dict[str, int]:
         text = reader.text(f"{folder}/{name}", notes)
         if text is None:
             continue
-        try:
-            found[name] = int(text, 0) if text.startswith("0x") else int(text)
-        except ValueError:
+        # Base 0 only for 0x: some counters are written "0x10", others "0010".
+        value = to_int(text, base=0 if text.startswith("0x") else 10)
+        if value is None:
             notes.append(f"{folder}/{name}: {text[:40]!r} is not a number")
+        else:
+            found[name] = value
     return found
 
 
@@ -285,7 +275,7 @@ def _gids(reader: _Reader, base: str, notes: list[str]) -> tuple[Gid, ...]:
     names = reader.listing(f"{base}/gids", notes)
     if not names:
         return ()
-    slots = sorted(int(n) for n in names if n.isdigit())
+    slots = sorted(n for n in map(to_int, names) if n is not None and n >= 0)
     if len(slots) > MAX_GID_SLOTS:
         notes.append(f"GID table of {len(slots)} slots; only the first {MAX_GID_SLOTS} read")
     found: list[Gid] = []
@@ -315,11 +305,8 @@ def _device_netdev(reader: _Reader, device: str, port: int, notes: list[str]) ->
         matches = []
         for name in names[:MAX_PORTS]:
             text = reader.text(f"{folder}/{name}/{attr}", notes, quiet=True)
-            try:
-                if text is not None and int(text, 0) == port - 1:
-                    matches.append(name)
-            except ValueError:
-                pass
+            if to_int(text, base=0) == port - 1:
+                matches.append(name)
         if len(matches) == 1:
             return matches[0]
     notes.append(f"{folder} holds {', '.join(names[:8])}: none is clearly port {port}")
@@ -343,11 +330,9 @@ def _port(reader: _Reader, device: str, port: int) -> RdmaPort:
     mtu = None
     if netdev:
         mtu_text = reader.text(f"{NET_CLASS}/{netdev}/mtu", notes)
-        if mtu_text is not None:
-            try:
-                mtu = int(mtu_text)
-            except ValueError:
-                notes.append(f"{NET_CLASS}/{netdev}/mtu: {mtu_text[:40]!r} is not a number")
+        mtu = to_int(mtu_text)
+        if mtu_text is not None and mtu is None:
+            notes.append(f"{NET_CLASS}/{netdev}/mtu: {mtu_text[:40]!r} is not a number")
     return RdmaPort(
         device=device,
         port=port,

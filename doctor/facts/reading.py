@@ -1,14 +1,105 @@
-"""Reading helpers shared by the facts: links followed through the Host (so a bundle
-replays them), and the one rule for an answer that is neither ok nor missing."""
+"""Reading helpers shared by the facts: the one rule for a Host answer, the one integer
+parser, and links followed through the Host (so a bundle replays them).
+
+The rule (`read_text`, `read_listing`, `answer_text`), for the many attributes a fact
+reads of many items (devices, ports, sensors, arrays):
+
+- ok: the text, stripped (sysfs ends every attribute with a newline), or the names;
+- missing: None and no note: absence has a meaning (no such device, no such attribute);
+- permission denied, error (EIO from a dead device, EINVAL from a disconnected one, a
+  folder where a file should be): None and a note naming the path and the answer, so
+  one device's unreadable attribute never hides the rest;
+- timeout: raises ProbeFailed: the doctor could not look, and every check that needs the
+  fact ends as `error`, never a verdict.
+
+`notes=None` keeps a failure out of the notes where the caller records it itself (a
+sensor's `why_unreliable`) or where the kernel answers an error in normal operation (an
+InfiniBand GID has no net device: ENODEV); a timeout raises all the same.
+
+The one read a whole fact rests on (/proc/mdstat, the /sys/class/nvme listing) uses
+`Answer.require()` instead: an error there leaves nothing to report on, so it fails the
+fact too. Parsers stay pure functions of text; `to_int` is the integer one they share.
+"""
 
 from __future__ import annotations
 
 import posixpath
+from typing import TYPE_CHECKING
 
-from dldoctor.facts import FactContext
-from dldoctor.host.base import MISSING, Answer
+from dldoctor.host.base import MISSING, RUN, TIMEOUT, Answer, Host, ProbeFailed, op_label
+
+if TYPE_CHECKING:
+    from dldoctor.facts import FactContext
 
 LINK_HOPS = 8
+SMALL = 4096  # bytes read of one sysfs attribute
+MAX_DIGITS = 4300  # int()'s default limit for a string, kept whatever the interpreter's
+
+
+def answer_text(answer: Answer, notes: list[str] | None) -> str | None:
+    """The rule applied to one read answer: its stripped text, or None."""
+    if not _checked(answer, notes):
+        return None
+    return answer.text.strip()
+
+
+def read_text(
+    host: Host, path: str, notes: list[str] | None, *, max_bytes: int = SMALL
+) -> str | None:
+    """The stripped text of `path`; None when missing, unreadable (noted) or broken
+    (noted); a timeout raises ProbeFailed. See the module's rule."""
+    return answer_text(host.read(path, max_bytes=max_bytes), notes)
+
+
+def read_listing(host: Host, path: str, notes: list[str] | None) -> tuple[str, ...] | None:
+    """The names in folder `path`, under the same rule as `read_text`."""
+    answer = host.listdir(path)
+    return tuple(answer.value) if _checked(answer, notes) else None
+
+
+def _checked(answer: Answer, notes: list[str] | None) -> bool:
+    if answer.status == TIMEOUT:
+        raise ProbeFailed(answer)
+    if notes is not None:
+        note_unless_missing(notes, answer)
+    return answer.ok
+
+
+def note_unless_missing(notes: list[str], answer: Answer) -> None:
+    """An answer that is neither ok nor missing becomes a note of the item it concerns."""
+    if answer.status != MISSING and not answer.ok:
+        notes.append(describe_in_full(answer))
+
+
+def describe_in_full(answer: Answer) -> str:
+    """`answer.describe()` with the whole path: a long sysfs path shortened to its first
+    57 characters ("read /sys/class/infiniband/mlx5_0/ports/1/coun...") loses the
+    attribute the note is about."""
+    if answer.op == RUN:  # a command line reads well shortened
+        return answer.describe()
+    short = op_label(answer.op, answer.key)
+    return f"{answer.op} {answer.key}{answer.describe()[len(short) :]}"
+
+
+def to_int(text: str | None, *, base: int = 10, minimum: int | None = None) -> int | None:
+    """The integer `text` spells, else None; never raises.
+
+    Whitespace around it is ignored and a sign is allowed. Digits must be ASCII:
+    str.isdigit() accepts "²", which int() refuses, and int() accepts "٣" and "1_000",
+    which no kernel writes. `base=0` reads 0x / 0o / 0b prefixes as int() does. More
+    than MAX_DIGITS characters is None (int() raises past its limit). A value below
+    `minimum` is None: `minimum=0` where -1 means "unknown" (a device's numa_node).
+    """
+    if text is None:
+        return None
+    text = text.strip()
+    if not text.isascii() or "_" in text or len(text) > MAX_DIGITS:
+        return None
+    try:
+        value = int(text, base)
+    except ValueError:
+        return None
+    return None if minimum is not None and value < minimum else value
 
 
 def follow(ctx: FactContext, path: str) -> str:
@@ -41,9 +132,3 @@ def realpath(ctx: FactContext, path: str, cache: dict[str, str], depth: int = 0)
             result = realpath(ctx, posixpath.join(parent, answer.value), cache, depth + 1)
     cache[path] = result
     return result
-
-
-def note_unless_missing(notes: list[str], answer: Answer) -> None:
-    """An answer that is neither ok nor missing becomes a note of the item it concerns."""
-    if answer.status != MISSING and not answer.ok:
-        notes.append(answer.describe())

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dldoctor.facts import Fact, FactContext, fact
+from dldoctor.facts.reading import read_listing, read_text
 from dldoctor.host.base import ERROR, MISSING, NOT_INSTALLED, STATVFS, TIMEOUT, Answer
 
 SYS_NVME = "/sys/class/nvme"
@@ -211,15 +212,6 @@ class _SmartReader:
         ]
 
 
-def _sysfs_text(ctx: FactContext, path: str, notes: list[str]) -> str:
-    answer = ctx.host.read(path, max_bytes=4096)
-    if answer.ok:
-        return answer.text.strip()
-    if answer.status != MISSING:
-        notes.append(answer.describe())
-    return ""
-
-
 @fact("storage.nvme")
 def nvme(ctx: FactContext) -> tuple[NvmeController, ...]:
     listing = ctx.host.listdir(SYS_NVME).require()
@@ -233,16 +225,14 @@ def nvme(ctx: FactContext) -> tuple[NvmeController, ...]:
     for name in names:
         notes: list[str] = []
         base = f"{SYS_NVME}/{name}"
+        # A controller that does not answer in time fails the fact: the doctor could not
+        # look, and "no NVMe problem" would be a verdict on what it did not see.
         attrs = {
-            attr: _sysfs_text(ctx, f"{base}/{attr}", notes)
+            attr: read_text(ctx.host, f"{base}/{attr}", notes) or ""
             for attr in ("model", "serial", "firmware_rev", "state", "transport")
         }
-        entries = ctx.host.listdir(base)
-        namespaces = tuple(
-            sorted(e for e in entries.value if re.fullmatch(r"nvme\d+(?:c\d+)?n\d+", e))
-            if entries.ok
-            else ()
-        )
+        entries = read_listing(ctx.host, base, notes) or ()
+        namespaces = tuple(sorted(e for e in entries if re.fullmatch(r"nvme\d+(?:c\d+)?n\d+", e)))
         health = None
         if attrs["state"] and attrs["state"] != "live":
             notes.append(f"controller state is {attrs['state']!r}: SMART not asked")

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
+from dldoctor.facts.reading import to_int
 from dldoctor.host.base import MISSING, NOT_INSTALLED, OK
 from dldoctor.versions import version_tuple
 
@@ -399,8 +400,7 @@ def cgroup_memory_limit(ctx: FactContext) -> int | None:
     """
     v2 = ctx.host.read("/sys/fs/cgroup/memory.max", max_bytes=64).require()
     if v2.ok:
-        text = v2.text.strip()
-        return int(text) if text.isdigit() else None
+        return to_int(v2.text, minimum=0)  # "max": no limit
     v1 = ctx.host.read("/sys/fs/cgroup/memory/memory.limit_in_bytes", max_bytes=64).require()
-    text = v1.text.strip() if v1.ok else ""
-    return int(text) if text.isdigit() and int(text) < 2**60 else None
+    limit = to_int(v1.text, minimum=0) if v1.ok else None
+    return limit if limit is not None and limit < 2**60 else None

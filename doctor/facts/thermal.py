@@ -7,8 +7,9 @@ cannot read fails with EIO or ENODATA. Such a reading comes back with `reliable=
 and the reason, so a check does not judge it as a temperature.
 
 Reads are bounded: MAX_ZONES zones, MAX_CHIPS hwmon chips and MAX_TEMPS temperatures per
-chip (the rest is noted). A timeout stops the fact (`ProbeFailed`); any other failed read
-leaves that value empty.
+chip (the rest is noted). Reads follow facts/reading.py's rule: a timeout stops the fact
+(`ProbeFailed`), any other failed read leaves that value empty and is noted (a failed
+temperature read is told by its Sensor instead).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import re
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.host.base import MISSING, TIMEOUT, Host, ProbeFailed
+from dldoctor.facts.reading import SMALL, answer_text, read_listing, read_text
+from dldoctor.host.base import Host
 
 THERMAL_CLASS = "/sys/class/thermal"
 HWMON_CLASS = "/sys/class/hwmon"
@@ -26,7 +28,6 @@ MAX_ZONES = 64
 MAX_CHIPS = 64
 MAX_TEMPS = 32  # temperatures per hwmon chip
 MAX_TRIPS = 32  # trip points per zone
-SMALL = 4096
 
 LOWEST_C = -40.0  # below: no sensor is there (ACPI zones answer -44 C, -273 C, ...)
 HIGHEST_C = 150.0  # above: a broken or unconnected diode (127, 255 C), not silicon
@@ -91,26 +92,17 @@ def _threshold(celsius: float | None) -> float | None:
 
 
 class _Reader:
+    """The shared reading rule, bound to one host and the fact's notes."""
+
     def __init__(self, host: Host, notes: list[str]):
         self.host = host
         self.notes = notes
 
-    def text(self, path: str) -> tuple[str | None, str]:
-        """(text, status); a timeout raises."""
-        answer = self.host.read(path, max_bytes=SMALL)
-        if answer.status == TIMEOUT:
-            raise ProbeFailed(answer)
-        return (answer.text.strip() if answer.ok else None), answer.status
+    def text(self, path: str) -> str | None:
+        return read_text(self.host, path, self.notes, max_bytes=SMALL)
 
     def listing(self, path: str) -> tuple[str, ...] | None:
-        answer = self.host.listdir(path)
-        if answer.status == TIMEOUT:
-            raise ProbeFailed(answer)
-        if answer.ok:
-            return answer.value
-        if answer.status != MISSING:
-            self.notes.append(f"{path}: {answer.status}")
-        return None
+        return read_listing(self.host, path, self.notes)
 
 
 def _numbered(names, prefix: str, suffix: str = "") -> list[tuple[int, str]]:
@@ -120,9 +112,10 @@ def _numbered(names, prefix: str, suffix: str = "") -> list[tuple[int, str]]:
 
 
 def _reading(reader: _Reader, path: str, *, cpu: bool) -> tuple[float | None, bool, str]:
-    text, status = reader.text(path)
+    answer = reader.host.read(path, max_bytes=SMALL)
+    text = answer_text(answer, None)  # the sensor itself says why it has no reading
     if text is None:
-        return None, False, f"could not be read ({status})"
+        return None, False, f"could not be read ({answer.status})"
     celsius = parse_millidegrees(text)
     if celsius is None:
         return None, False, f"{text[:40]!r} is not a temperature"
@@ -132,15 +125,15 @@ def _reading(reader: _Reader, path: str, *, cpu: bool) -> tuple[float | None, bo
 
 def _zone(reader: _Reader, name: str) -> Sensor:
     base = f"{THERMAL_CLASS}/{name}"
-    kind, _ = reader.text(f"{base}/type")
+    kind = reader.text(f"{base}/type")
     label = kind or f"{name} (unlabelled)"
     celsius, reliable, why = _reading(reader, f"{base}/temp", cpu=kind in CPU_ZONE_TYPES)
     trips: dict[str, float] = {}
     entries = reader.listing(base) or ()
     for _, entry in _numbered(entries, "trip_point_", "_type")[:MAX_TRIPS]:
-        trip_kind, _ = reader.text(f"{base}/{entry}")
+        trip_kind = reader.text(f"{base}/{entry}")
         if trip_kind in ("critical", "hot") and trip_kind not in trips:
-            value, _ = reader.text(f"{base}/{entry.removesuffix('_type')}_temp")
+            value = reader.text(f"{base}/{entry.removesuffix('_type')}_temp")
             limit = _threshold(parse_millidegrees(value or ""))
             if limit is not None:
                 trips[trip_kind] = limit
@@ -155,7 +148,7 @@ def _chip(reader: _Reader, name: str) -> list[Sensor]:
         device_entries = reader.listing(f"{base}/device") or ()
         if any(e.startswith("temp") for e in device_entries):
             base, entries = f"{base}/device", device_entries
-    chip, _ = reader.text(f"{base}/name")
+    chip = reader.text(f"{base}/name")
     chip = chip or name
     temps = _numbered(entries, "temp", "_input")
     if len(temps) > MAX_TEMPS:
@@ -163,17 +156,17 @@ def _chip(reader: _Reader, name: str) -> list[Sensor]:
     sensors = []
     for number, _ in temps[:MAX_TEMPS]:
         prefix = f"{base}/temp{number}"
-        own, _ = reader.text(f"{prefix}_label") if f"temp{number}_label" in entries else (None, "")
+        own = reader.text(f"{prefix}_label") if f"temp{number}_label" in entries else None
         label = f"{chip} {own}" if own else f"{chip} temp{number} (unlabelled)"
         celsius, reliable, why = _reading(reader, f"{prefix}_input", cpu=chip in CPU_CHIPS)
         if reliable and f"temp{number}_fault" in entries:
-            fault, _ = reader.text(f"{prefix}_fault")
+            fault = reader.text(f"{prefix}_fault")
             if fault == "1":
                 reliable, why = False, "the chip reports a sensor fault"
         limits = {}
         for attr in ("crit", "max"):
             if f"temp{number}_{attr}" in entries:
-                value, _ = reader.text(f"{prefix}_{attr}")
+                value = reader.text(f"{prefix}_{attr}")
                 limits[attr] = _threshold(parse_millidegrees(value or ""))
         source = f"{name}/temp{number}"
         sensors.append(

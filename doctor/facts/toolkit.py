@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.pythonenv import SMALL_FILE_BYTES, parse_dist_dirname
-from dldoctor.facts.reading import follow, note_unless_missing
+from dldoctor.facts.reading import follow, note_unless_missing, to_int
 from dldoctor.facts.system import environ
 from dldoctor.host.base import MISSING, NOT_INSTALLED
 
@@ -130,10 +130,9 @@ def define(text: str, macro: str) -> str | None:
 
 def cuda_version_from_header(text: str, macro: str) -> str:
     """`#define CUDART_VERSION 13000` (or CUDA_VERSION 12040) -> "13.0" / "12.4"."""
-    value = define(text, macro)
-    if value is None or not value.isdigit():
+    number = to_int(define(text, macro), minimum=0)
+    if number is None:
         return ""
-    number = int(value)
     return f"{number // 1000}.{number % 1000 // 10}"
 
 
