@@ -153,8 +153,8 @@ def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
         )
     if stack.error in (g.TIMED_OUT, g.PROBE_FAILED):
         # The doctor could not look: never a verdict on the driver. Only a bus read in full
-        # (a device whose attributes did not answer may be the GPU) rules the driver out.
-        if not on_bus and bus.readable and not bus.notes:
+        # rules the driver out.
+        if not on_bus and bus.read_in_full:
             return skipped(f"no NVIDIA GPU on the PCI bus ({why})", details)
         if stack.error == g.TIMED_OUT:
             details.append(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dldoctor.checks.pci import endpoints, kind
 from dldoctor.facts import Facts
 from dldoctor.facts.numa import numa_topology
+from dldoctor.facts.numa import numactl as numactl_fact
 from dldoctor.facts.pcie import PcieLink, pcie_links
 from dldoctor.facts.system import container
 from dldoctor.model import Outcome, passed, skipped, warned
@@ -103,6 +104,7 @@ def numactl(facts: Facts, policy: Policy) -> Outcome:
     topo = facts.get(numa_topology)
     if len(topo.cpu_nodes) < 2:
         return skipped("one NUMA node: nothing to bind")
-    if topo.numactl:
-        return passed(f"installed ({topo.numactl})")
-    return warned(f"not installed on a {len(topo.cpu_nodes)}-node machine")
+    found = facts.get(numactl_fact)
+    if found.path:
+        return passed(f"installed ({found.path})", found.notes)
+    return warned(f"not installed on a {len(topo.cpu_nodes)}-node machine", found.notes)

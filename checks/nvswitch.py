@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from dldoctor.facts import Facts
+from dldoctor.facts import FactFailed, Facts
 from dldoctor.facts.kmsg import SXID_FATAL, SXID_IGNORE, SxidEvent, sxid_events
 from dldoctor.facts.pci import pci_devices
+from dldoctor.host.base import ProbeFailed
 from dldoctor.model import Outcome, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
@@ -67,7 +68,14 @@ def _advice(groups: list[list[SxidEvent]]) -> str:
 )
 def sxid_errors(facts: Facts, policy: Policy) -> Outcome:
     switches = facts.get(pci_devices).nvswitches
-    log = facts.get(sxid_events)
+    try:
+        log = facts.get(sxid_events)
+    except (ProbeFailed, FactFailed) as exc:
+        if switches:
+            raise
+        # Without a switch the log is only looked at for lines sysfs cannot explain: a log
+        # that could not be read is then no reason to fail to answer.
+        return skipped(NO_SWITCH, (f"kernel log not read: {exc}",))
     if not log.readable:
         return skipped("the kernel log is not readable" if switches else NO_SWITCH, log.notes)
     if not switches and not log.events:

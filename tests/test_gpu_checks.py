@@ -142,3 +142,23 @@ def test_one_unreadable_pci_device_does_not_hide_the_bus(tmp_path):
     bus = Facts(ReplayHost(str(b.root))).get(pci_devices)
     assert [d.address for d in bus.devices] == ["0000:18:00.0"]
     assert "Input/output error" in bus.notes[0]
+
+
+def test_no_nvidia_device_on_a_bus_read_in_full_spares_the_nvidia_smi_fallback(tmp_path):
+    # NVML finds no library and sysfs shows no NVIDIA device: nvidia-smi (here hung) could
+    # only repeat that, so it is not asked; with an NVIDIA device on the bus it is.
+    from dldoctor.facts.nvidia import nvidia
+    from dldoctor.host.replay import ReplayHost
+    from tests.bundlebuilder import BundleBuilder
+    from tests.hostgen import pci_device
+
+    no_library = {"binding": "", "init": {"error": "LibraryNotFound", "code": 12, "message": ""}}
+    for vendor, asked in (("8086", False), ("10de", True)):
+        b = BundleBuilder(tmp_path / vendor).probe("nvml", no_library)
+        pci_device(b, "0000:00:02.0", vendor, "1234", "030000", "", -1)
+        b.command(["nvidia-smi", "-q", "-x"], status="timeout", timeout_s=10)
+        facts = Facts(ReplayHost(str(tmp_path / vendor)))
+        stack = facts.get(nvidia)
+        assert stack.error == (g.TIMED_OUT if asked else g.NO_DRIVER)
+        ran = [e.key for e in facts.evidence(nvidia) if e.op == "run"]
+        assert ran == (["nvidia-smi -q -x"] if asked else [])

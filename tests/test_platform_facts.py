@@ -99,7 +99,7 @@ def test_numa_topology_corpus(tmp_path):
         134182340 * KIB, 134217728 * KIB, 134217728 * KIB]  # fmt: skip
     assert [n.node for n in topo.cpu_nodes] == [0, 1]  # node2 is memory-only
     assert topo.balancing == 1
-    assert topo.numactl == "/usr/bin/numactl"
+    assert facts_of(b).get(nf.numactl).path == "/usr/bin/numactl"
     assert topo.notes == ()
 
 
@@ -111,8 +111,18 @@ def test_numa_nodes_sorted_numerically_and_numactl_absent(tmp_path):
     b.command(["numactl", "--show"], status="not_installed")
     topo = facts_of(b).get(nf.numa_topology)
     assert [n.node for n in topo.nodes] == [0, 2, 10]
-    assert topo.numactl == "" and topo.balancing is None
+    assert facts_of(b).get(nf.numactl).path == "" and topo.balancing is None
     assert topo.notes == ()
+
+
+def test_a_hung_numactl_does_not_take_the_topology_with_it(tmp_path):
+    b = BundleBuilder(tmp_path / "b")
+    b.file("/sys/devices/system/node/node0/cpulist", "0-3\n")
+    b.command(["numactl", "--show"], status="timeout", timeout_s=10)
+    facts = facts_of(b)
+    assert [n.node for n in facts.get(nf.numa_topology).nodes] == [0]
+    with pytest.raises(ProbeFailed, match="numactl --show"):
+        facts.get(nf.numactl)
 
 
 def test_numa_numactl_runs_but_not_found_on_path(tmp_path):
@@ -120,15 +130,15 @@ def test_numa_numactl_runs_but_not_found_on_path(tmp_path):
     b.file("/sys/devices/system/node/node0/cpulist", "0-3\n")
     b.command(["numactl", "--show"], "policy: default\n")
     topo = facts_of(b).get(nf.numa_topology)
-    assert topo.numactl == "numactl"
+    assert facts_of(b).get(nf.numactl).path == "numactl"
     assert topo.nodes[0].memory_total_bytes is None
     assert any("meminfo" in n for n in topo.notes)
 
 
 def test_numa_no_sysfs_nodes_is_noted(tmp_path):
     b = BundleBuilder(tmp_path / "b")
-    topo = facts_of(b).get(nf.numa_topology)  # numactl not in the bundle: "missing"
-    assert topo.nodes == () and topo.numactl == ""
+    topo = facts_of(b).get(nf.numa_topology)
+    assert topo.nodes == () and facts_of(b).get(nf.numactl).path == ""  # not in the bundle
     assert len(topo.notes) == 1 and "/sys/devices/system/node" in topo.notes[0]
 
 

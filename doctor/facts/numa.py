@@ -90,7 +90,6 @@ class NumaNode:
 class NumaTopology:
     nodes: tuple[NumaNode, ...]  # in node order; () when sysfs has no node folder
     balancing: int | None  # /proc/sys/kernel/numa_balancing (0 off, 1 on, 2 tiering)
-    numactl: str  # where numactl is ("numactl" when it runs but PATH did not show it); ""
     notes: tuple[str, ...] = ()
 
     @property
@@ -143,10 +142,26 @@ def numa_topology(ctx: FactContext) -> NumaTopology:
         else:
             notes.append(f"numa_balancing reads {text[:20]!r}")
 
-    return NumaTopology(tuple(nodes), balancing, _numactl(ctx, notes), tuple(notes))
+    return NumaTopology(tuple(nodes), balancing, tuple(notes))
 
 
-def _numactl(ctx: FactContext, notes: list[str]) -> str:
+@dataclass(frozen=True)
+class Numactl:
+    """Where numactl is ("numactl" when it runs but PATH did not show it); "" if absent."""
+
+    path: str
+    notes: tuple[str, ...] = ()
+
+
+# Its own fact, apart from the topology (sysfs): a hung `numactl` must not take the
+# topology, and every check that reads it, down with it.
+@fact("numa.numactl")
+def numactl(ctx: FactContext) -> Numactl:
+    notes: list[str] = []
+    return Numactl(_numactl_path(ctx, notes), tuple(notes))
+
+
+def _numactl_path(ctx: FactContext, notes: list[str]) -> str:
     answer = ctx.host.run(list(NUMACTL_ARGV)).require()
     if answer.status in (NOT_INSTALLED, MISSING):
         return ""

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dldoctor.facts import FactContext, fact
+from dldoctor.facts import FactContext, FactFailed, fact
 from dldoctor.facts import gpu as g
 from dldoctor.facts.gpu import Gpu, NvidiaStack, normalise_pci_bus_id, reasons_from_mask
 from dldoctor.facts.reading import to_int
-from dldoctor.host.base import ERROR, MISSING, NOT_INSTALLED, TIMEOUT
+from dldoctor.host.base import ERROR, MISSING, NOT_INSTALLED, TIMEOUT, ProbeFailed
 
 # NVML init error codes (nvidia-ml-py's NVML_ERROR_*) -> why there are no GPU facts.
 INIT_ERRORS = {
@@ -235,6 +235,17 @@ def _from_nvidia_smi(ctx: FactContext, why: str) -> NvidiaStack | None:
     return NvidiaStack(**{**stack.__dict__, "notes": (*stack.notes, f"NVML not used: {why}")})
 
 
+def _no_nvidia_device(ctx: FactContext) -> bool:
+    """The PCI bus, read in full, shows no NVIDIA device at all."""
+    from dldoctor.facts.pci import NVIDIA, pci_devices
+
+    try:
+        bus = ctx.get(pci_devices)
+    except (ProbeFailed, FactFailed):
+        return False
+    return bus.read_in_full and not bus.has_vendor(NVIDIA)
+
+
 @fact("gpu.nvidia")
 def nvidia(ctx: FactContext) -> NvidiaStack:
     probe = ctx.host.probe("nvml")
@@ -247,15 +258,18 @@ def nvidia(ctx: FactContext) -> NvidiaStack:
             return stack
         why = stack.error_message
     elif probe.status == TIMEOUT:
-        why = probe.describe()
-        stack = NvidiaStack("nvml", error=g.TIMED_OUT, error_message=why)
+        # nvidia-smi links the same library on the same hung driver: it could only hang too.
+        return NvidiaStack("nvml", error=g.TIMED_OUT, error_message=probe.describe())
     elif probe.status == ERROR:
         why = probe.describe()
         stack = NvidiaStack("nvml", error=g.PROBE_FAILED, error_message=why)
     else:  # pynvml not installed, or no nvml.json in a bundle
         why = f"pynvml {probe.status}" + (f": {probe.error}" if probe.error else "")
+    if stack is not None and stack.error == g.NO_DRIVER and _no_nvidia_device(ctx):
+        return stack  # nvidia-smi could only say the same (or hang, on a broken install)
     fallback = _from_nvidia_smi(ctx, why)
-    if fallback is not None and (fallback.usable or stack is None):
+    # A hung nvidia-smi says more than NVML's "no library": something is installed and stuck.
+    if fallback is not None and (fallback.usable or stack is None or fallback.error == g.TIMED_OUT):
         return fallback
     if stack is not None:
         return stack

@@ -47,6 +47,15 @@ class PciBus:
         return tuple(d for d in self.devices if d.vendor == vendor and d.is_display)
 
     @property
+    def read_in_full(self) -> bool:
+        """Every device answered: only then does an absent device rule anything out (one
+        whose attributes did not answer may be the GPU)."""
+        return self.readable and not self.notes
+
+    def has_vendor(self, vendor: str) -> bool:
+        return any(d.vendor == vendor for d in self.devices)
+
+    @property
     def nvswitches(self) -> tuple[PciDevice, ...]:
         return tuple(d for d in self.devices if d.is_nvswitch)
 
