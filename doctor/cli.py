@@ -125,21 +125,69 @@ def _on_signal(signum: int, _frame: object) -> None:
     raise Terminated(signum)
 
 
-def _catch_signals() -> None:
+SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def _catch_signals() -> dict[int, object]:
+    """Our handlers for SIGINT/SIGTERM/SIGHUP; the ones they replace (to restore)."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
-        return  # signal handlers can only be set there (a library caller's thread)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _on_signal)
+        return {}  # signal handlers can only be set there (a library caller's thread)
+    return {sig: signal.signal(sig, _on_signal) for sig in (getattr(signal, n) for n in SIGNALS)}
+
+
+def _release_signals(previous: dict[int, object], *, program: bool) -> None:
+    import signal
+
+    for sig, handler in previous.items():
+        # The program ignores them from here on: a second Ctrl-C or SIGTERM during the exit,
+        # while the children are being killed, must not cut that short.
+        signal.signal(sig, signal.SIG_IGN if program else handler)
+
+
+def _watchdog(at: float, code: list[int]) -> None:
+    """The last resort: at `at` (monotonic), whatever is stuck (a write to a pipe nobody
+    reads, a plugin's import), kill the children and end the process."""
+    import threading
+    import time
+
+    def fire() -> None:
+        time.sleep(max(0.0, at - time.monotonic()))
+        from dldoctor.host.live import kill_children
+
+        kill_children()
+        try:
+            os.write(2, b"dldoctor: still running past the deadline: exiting\n")
+        finally:
+            os._exit(code[0])
+
+    threading.Thread(target=fire, name="dldoctor-watchdog", daemon=True).start()
+
+
+# After the deadline the report is written and the process exits; this much later the
+# watchdog ends it regardless.
+WATCHDOG_SLACK_S = 0.9
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line. `argv` None: the program itself (signals are ignored once it is
+    done, a watchdog enforces the deadline); a list: a caller in-process (tests)."""
+    program = argv is None
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="dldoctor: %(message)s")
-    _catch_signals()
+    previous = _catch_signals()
+    code = [int(ExitCode.INCOMPLETE)]
     try:
-        return int(_main(argv))
+        code[0] = _run(argv, code if program else None)
+        return code[0]
+    finally:
+        _release_signals(previous, program=program)
+
+
+def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
+    try:
+        return int(_main(argv, watchdog))
     except Terminated as exc:
         import signal
 
@@ -171,20 +219,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.INTERNAL
 
 
-def _main(argv: Sequence[str] | None) -> ExitCode:
+def _main(argv: Sequence[str] | None, watchdog: list[int] | None) -> ExitCode:
+    import time
+
     from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS, diagnose
     from dldoctor.host.base import Host
 
+    started = time.monotonic()
     args = build_parser().parse_args(argv)
     policy, policy_source = _policy(args)
+    deadline_at = started + policy.timeouts.deadline_s
+    if watchdog is not None and not args.list_checks:
+        _watchdog(deadline_at + WATCHDOG_SLACK_S, watchdog)
     host: Host | None = None if args.list_checks else _host(args, policy)
     if host is not None and not args.only:
         host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)  # while the checks load
     specs, plugin_findings = _specs(args.no_plugins)
     if args.list_checks:
-        for spec in specs:
-            origin = "" if spec.source == "builtin" else f"  [{spec.source}]"
-            print(f"{spec.id:32} {spec.title}{origin}")
+        lines = [
+            f"{spec.id:32} {spec.title}"
+            + ("" if spec.source == "builtin" else f"  [{spec.source}]")
+            for spec in specs
+        ]
+        _write_output(lambda: print("\n".join(lines)))
         return ExitCode.OK
     from dldoctor.registry import select
 
@@ -197,6 +254,7 @@ def _main(argv: Sequence[str] | None) -> ExitCode:
         host,
         policy,
         specs,
+        deadline_at=deadline_at,
         extra_findings=plugin_findings,
         strict=args.strict,
         policy_source=policy_source,
@@ -206,9 +264,7 @@ def _main(argv: Sequence[str] | None) -> ExitCode:
 
 
 def _write_report(args: argparse.Namespace, report) -> None:
-    if sys.stdout is None:  # started with stdout closed (`>&-`)
-        raise OutputError("cannot write the report: standard output is closed")
-    try:
+    def write() -> None:
         if args.json:
             from dldoctor.render.jsondoc import render_json
 
@@ -218,6 +274,17 @@ def _write_report(args: argparse.Namespace, report) -> None:
             from dldoctor.render.text import render_text
 
             render_text(report, verbose=args.verbose, color=args.color)
+
+    _write_output(write)
+
+
+def _write_output(write) -> None:
+    """Run `write` on stdout: a reader that went away is no error, a full or closed
+    stdout is (OutputError, exit 6)."""
+    if sys.stdout is None:  # started with stdout closed (`>&-`)
+        raise OutputError("cannot write the report: standard output is closed")
+    try:
+        write()
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`dldoctor --check | head`): the verdict still stands.

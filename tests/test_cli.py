@@ -335,3 +335,13 @@ def test_json_is_one_compact_line_for_a_program_and_indented_at_a_terminal():
     render_json(report, stream=tty)
     assert piped.getvalue().count("\n") == 1 and tty.getvalue().count("\n") > 10
     assert json.loads(piped.getvalue()) == json.loads(tty.getvalue())
+
+
+@pytest.mark.parametrize("args", [["--list-checks"], ["--check"]])
+def test_a_full_or_closed_stdout_is_exit_6_for_every_output(args):
+    env = {**os.environ, "DLDOCTOR_NO_PLUGINS": "1"}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "dldoctor", *args], stdout=full,
+                              stderr=subprocess.PIPE, text=True, env=env, timeout=60)  # fmt: skip
+    assert proc.returncode == 6, proc.stderr
+    assert proc.stderr.strip() == "dldoctor: cannot write the report: No space left on device"

@@ -41,12 +41,14 @@ def hanging_tools(folder: Path) -> Path:
 
 
 def blocking_nvml(folder: Path) -> Path:
-    """A pynvml whose nvmlInit never returns, as on a hung driver."""
+    """A pynvml whose nvmlInit never returns, as on a hung driver: stuck in a C call that
+    holds the interpreter lock (pause(2) through ctypes.PyDLL), which no thread of the
+    process could ever interrupt."""
     folder.mkdir(exist_ok=True)
     (folder / "pynvml.py").write_text(
-        "import threading\n"
+        "import ctypes\n"
         "class NVMLError(Exception):\n    pass\n"
-        "def nvmlInit():\n    threading.Event().wait()\n"
+        "def nvmlInit():\n    ctypes.PyDLL(None).pause()\n"
     )
     return folder
 
@@ -137,6 +139,8 @@ def test_the_deadline_ends_the_run_and_names_what_each_check_waits_on(tmp_path):
     elapsed = time.monotonic() - began
     assert elapsed < 3 + 1, f"took {elapsed:.1f} s"
     assert proc.returncode == 3, err
+    report = json.loads(out)
+    assert report["host"]["hostname"] == "hgx-h100-10"  # asked at once, not after the cut-off
     findings = by_id(out)
     # The RAID fact asks `mdadm --detail` of each array: hung, so no verdict.
     assert findings["storage.raid"]["status"] == "error"
@@ -165,6 +169,32 @@ def test_an_nvml_call_that_never_returns_is_killed_with_its_child(tmp_path):
         assert f["status"] == "error", f
         assert f["summary"].startswith("did not finish before the run's deadline: waiting on "
                                        "probe nvml"), f["summary"]  # fmt: skip
+
+
+def test_a_full_run_with_a_hung_nvml_and_hung_tools_ends_at_the_deadline(tmp_path):
+    # No --only: NVML and PATH's python3 are started early, while the checks load.
+    began = time.monotonic()
+    proc, mark = start(tmp_path, "--deadline", "3", nvml=True)
+    out, err, _ = finish(proc, mark, 3)
+    assert time.monotonic() - began < 3 + 1.5
+    findings = by_id(out)
+    assert findings["gpu.driver.loaded"]["status"] == "error"
+    assert "waiting on probe nvml" in findings["gpu.driver.loaded"]["summary"]
+
+
+def test_the_watchdog_ends_a_run_whose_report_nobody_reads(tmp_path):
+    # The report (about 240 KB here) does not fit in the pipe, and nobody reads it: writing
+    # it blocks. The watchdog ends the process just after the deadline, children killed.
+    began = time.monotonic()
+    proc, mark = start(tmp_path, "--timeout", "300", "--deadline", "2")
+    try:
+        proc.wait(timeout=2 + 5)
+    finally:
+        proc.kill()
+    assert time.monotonic() - began < 2 + 2.5
+    assert proc.returncode == 3
+    assert b"still running past the deadline" in proc.stderr.read()
+    _, _, _ = finish(proc, mark, 1)
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])

@@ -10,7 +10,7 @@ import pytest
 
 from dldoctor.facts import FactFailed, Facts, fact
 from dldoctor.host import TIMEOUT, Answer, ProbeFailed
-from dldoctor.host.live import LiveHost
+from dldoctor.host.live import CHILDREN, LiveHost
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status, passed
 from dldoctor.policy import Policy
@@ -218,8 +218,11 @@ def test_at_the_deadline_unfinished_checks_name_what_they_wait_on(tmp_path):
     specs = _checks_on_hung_tools("hung_checks_deadline")
     host = _hung_host(tmp_path, command_timeout=300)
     start = time.monotonic()
-    findings = Runner(specs, Facts(host), Policy(), check_timeout=600,
-                      deadline=start + 1.0).run()  # fmt: skip
+    try:
+        findings = Runner(specs, Facts(host), Policy(), check_timeout=600,
+                          deadline=start + 1.0).run()  # fmt: skip
+    finally:
+        CHILDREN.kill_all(close=False)  # the hung tools, left running by design
     assert time.monotonic() - start < 1.5
     by_id = {f.id: f for f in findings}
     assert by_id["t.fine"].status == Status.PASS
@@ -243,7 +246,7 @@ def test_the_probe_window_bounds_a_chain_of_hung_commands(tmp_path):
         return [ctx.host.run([tool]) for tool in HUNG_TOOLS[:3]]
 
     start = time.monotonic()
-    host.bound(ops_until=start + 1.3, probes_until=start + 5)
+    host.bound(commands_until=start + 1.3, until=start + 5)
     answers = Facts(host).get(chain)
     assert time.monotonic() - start < 1.3 + 0.5
     assert answers[0].describe() == "`hung0` did not answer within 1 s (timed out)"

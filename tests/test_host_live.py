@@ -150,13 +150,16 @@ def test_probe_timeout_and_import_error():
 
 def test_a_prefetched_command_runs_once_early_and_answers_its_first_asker(tmp_path):
     counter = tmp_path / "runs"
-    fake_command(tmp_path, "slow", f"echo run >> {counter}; sleep 0.5; echo done")
+    fake_command(tmp_path, "slow", f"echo run >> {counter}; sleep 0.2; echo done")
     host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     host.prefetch(runs=[["slow"]])
-    time.sleep(0.6)  # it ran meanwhile: the asker does not wait again
+    deadline = time.monotonic() + 10
+    while counter.exists() is False and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # it ran meanwhile: the asker does not wait again
     start = time.monotonic()
     first = host.run(["slow"])
-    assert time.monotonic() - start < 0.3
+    assert time.monotonic() - start < 0.15
     assert first.ok and first.text == "done\n"
     assert counter.read_text() == "run\n"
     assert host.run(["slow"]).ok  # a second asker runs it anew

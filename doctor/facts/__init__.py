@@ -8,9 +8,10 @@ evidence, so a finding can say what it rests on.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from dldoctor.host.base import Answer, Host, ProbeFailed, op_label, seconds
@@ -68,6 +69,17 @@ class FactContext:
         self.host: Host = _EvidenceHost(facts.host, evidence, facts)
         self._facts = facts
         self._evidence = evidence
+
+    @contextlib.contextmanager
+    def doing(self, what: str, limit: float | None = None) -> Iterator[None]:
+        """Say what this thread waits on while it waits on threads of its own (a check cut
+        off by the deadline then names it)."""
+        me = threading.get_ident()
+        self._facts._doing[me] = (what, limit)
+        try:
+            yield
+        finally:
+            self._facts._doing.pop(me, None)
 
     def get(self, other: Fact[T]) -> T:
         value = self._facts.get(other)

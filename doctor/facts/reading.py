@@ -102,11 +102,19 @@ def to_int(text: str | None, *, base: int = 10, minimum: int | None = None) -> i
     return None if minimum is not None and value < minimum else value
 
 
+def _link(ctx: FactContext, path: str) -> Answer:
+    # The reading rule: "not a link" is an answer, a readlink that timed out is not.
+    answer = ctx.host.readlink(path)
+    if answer.status == TIMEOUT:
+        raise ProbeFailed(answer)
+    return answer
+
+
 def follow(ctx: FactContext, path: str) -> str:
     """Follow symbolic links at the last component of `path` (alternatives chains too)."""
     path = posixpath.normpath(path)
     for _ in range(LINK_HOPS):
-        answer = ctx.host.readlink(path)
+        answer = _link(ctx, path)
         if not answer.ok or not isinstance(answer.value, str) or not answer.value:
             break
         path = posixpath.normpath(posixpath.join(posixpath.dirname(path), answer.value))
@@ -127,7 +135,7 @@ def realpath(ctx: FactContext, path: str, cache: dict[str, str], depth: int = 0)
     here = posixpath.join(parent, posixpath.basename(path))
     result = here
     if depth < 4 * LINK_HOPS:
-        answer = ctx.host.readlink(here)
+        answer = _link(ctx, here)
         if answer.ok and isinstance(answer.value, str) and answer.value:
             result = realpath(ctx, posixpath.join(parent, answer.value), cache, depth + 1)
     cache[path] = result

@@ -361,8 +361,9 @@ def _statvfs_each(ctx: FactContext, paths: Sequence[str]) -> dict[str, Answer]:
     ]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    with ctx.doing(f"statvfs of {len(unique)} mounts", ctx.host.limit(STATVFS)):
+        for t in threads:
+            t.join()
     return answers
 
 

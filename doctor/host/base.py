@@ -147,9 +147,10 @@ class Host(ABC):
     def describe(self) -> str:
         return self.kind
 
-    def bound(self, *, ops_until: float | None, probes_until: float | None) -> None:  # noqa: B027
-        """Every operation must end by `ops_until`, probes by `probes_until` (monotonic
-        clock): how one run keeps all its probes within one budget. Replay ignores it."""
+    def bound(self, *, commands_until: float | None, until: float | None) -> None:  # noqa: B027
+        """Every command must end by `commands_until`, every other operation by `until`
+        (monotonic clock): how one run keeps its probes within one budget, so that hung
+        commands asked in turn cost one timeout in all. Replay ignores it."""
 
     def limit(self, op: str, timeout: float | None = None) -> float | None:
         """The time limit an operation would get if it started now (None: unbounded)."""

@@ -75,25 +75,37 @@ class _Children:
         self.closed = False
 
     def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen | None:
-        # Started and registered under one lock: a child cannot slip past kill_all().
+        # Not under the lock: Popen waits for the exec, which blocks on a binary on a hung
+        # NFS mount, and kill_all() at exit must not wait for that.
+        if self.closed:
+            return None
+        proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
         with self.lock:
-            if self.closed:
-                return None
-            proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
-            self.groups.add(proc.pid)
-            return proc
+            if not self.closed:
+                self.groups.add(proc.pid)
+                return proc
+        _killpg(proc.pid)  # started while dldoctor was exiting: it must not outlive it
+        proc.wait()
+        return None
 
     def done(self, proc: subprocess.Popen) -> None:
         with self.lock:
             self.groups.discard(proc.pid)
         _killpg(proc.pid)  # a grandchild left behind in the group
 
-    def kill_all(self) -> None:
-        with self.lock:
-            self.closed = True
-            groups, self.groups = list(self.groups), set()
+    def kill_all(self, *, close: bool = True) -> None:
+        """Kill every group still running; `close`: and start no more (at exit)."""
+        # Bounded: a thread that died holding the lock must not hang the exit.
+        locked = self.lock.acquire(timeout=1.0)
+        try:
+            self.closed = self.closed or close
+            groups = list(self.groups)
+        finally:
+            if locked:
+                self.lock.release()
         for pgid in groups:
             _killpg(pgid)
+            self.groups.discard(pgid)  # only once killed: a second signal must not lose it
 
 
 CHILDREN = _Children()
@@ -159,33 +171,39 @@ class LiveHost(Host):
             probes = PROBES
         self.probes = dict(probes)
         self._early: dict[tuple[str, str], _Early] = {}
-        self._ops_until: float | None = None
-        self._probes_until: float | None = None
+        self._commands_until: float | None = None
+        self._until: float | None = None
         self._window = 0.0
 
-    def bound(self, *, ops_until: float | None, probes_until: float | None) -> None:
+    def bound(self, *, commands_until: float | None, until: float | None) -> None:
         now = time.monotonic()
-        self._ops_until, self._probes_until = ops_until, probes_until
-        self._window = max(0.0, (ops_until or now) - now)
+        self._commands_until, self._until = commands_until, until
+        self._window = max(0.0, (commands_until or now) - now)
 
     def limit(self, op: str, timeout: float | None = None) -> float | None:
+        # File reads keep their own limit up to the deadline: a sysfs read asked after a
+        # hung command (mdadm per array, nvme per controller) must still be made.
         if op == PROBE:
-            return _sooner(self.probe_timeout, self._probes_until)
+            return _sooner(self.probe_timeout, self._until)
         if op == RUN:
-            return _sooner(self.command_timeout if timeout is None else timeout, self._ops_until)
-        return _sooner(self.fs_timeout, self._ops_until)
+            limit = self.command_timeout if timeout is None else timeout
+            return _sooner(limit, self._commands_until)
+        return _sooner(self.fs_timeout, self._until)
 
     def prefetch(self, *, runs: Sequence[Sequence[str]] = (), probes: Sequence[str] = ()) -> None:
         # The child interpreters (PATH's python3, the NVML probe) start while the checks are
         # still being imported, on another core: their start-up is off the critical path.
         for argv in runs:
-            self._early[(RUN, command_key(argv))] = _Early(lambda a=list(argv): self.run(a))
+            limit = self.command_timeout
+            call = lambda a=list(argv): self._run_now(a, None)  # noqa: E731
+            self._early[(RUN, command_key(argv))] = _Early(call, limit)
         for name in probes:
-            self._early[(PROBE, name)] = _Early(lambda n=name: self.probe(n))
+            call = lambda n=name: self._probe_now(n)  # noqa: E731
+            self._early[(PROBE, name)] = _Early(call, self.probe_timeout)
 
     def _prefetched(self, op: str, key: str) -> Answer | None:
         early = self._early.pop((op, key), None)
-        return early.answer() if early is not None else None
+        return early.answer(op, key) if early is not None else None
 
     def _spent(self, op: str, key: str) -> Answer:
         why = f"the run's probe time ({seconds(self._window)} s) was used up"
@@ -245,8 +263,9 @@ class LiveHost(Host):
 
     def probe(self, name: str) -> Answer:
         early = self._prefetched(PROBE, name)
-        if early is not None:
-            return early
+        return early if early is not None else self._probe_now(name)
+
+    def _probe_now(self, name: str) -> Answer:
         fn = self.probes.get(name)
         if fn is None:
             return Answer(PROBE, name, ERROR, error=f"no probe named {name!r}")
@@ -277,10 +296,11 @@ class LiveHost(Host):
                       error=str(said.get("error", "")), duration_s=answer.duration_s)  # fmt: skip
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
+        early = self._prefetched(RUN, command_key(argv)) if timeout is None else None
+        return early if early is not None else self._run_now(argv, timeout)
+
+    def _run_now(self, argv: Sequence[str], timeout: float | None) -> Answer:
         key = command_key(argv)
-        early = self._prefetched(RUN, key) if timeout is None else None
-        if early is not None:
-            return early
         limit = self.limit(RUN, timeout)
         if limit is None or limit <= 0:
             return self._spent(RUN, key)
@@ -321,23 +341,26 @@ class LiveHost(Host):
 
 
 class _Early:
-    """An operation started ahead of its asker, in a daemon thread (it is bounded by its
-    own limit, so waiting for it is too)."""
+    """An operation started ahead of its asker, in a daemon thread."""
 
-    def __init__(self, call: Callable[[], Answer]):
+    def __init__(self, call: Callable[[], Answer], limit: float):
         self._done = threading.Event()
         self._answer: Answer | None = None
+        self._limit = limit
 
         def work() -> None:
-            self._answer = call()
-            self._done.set()
+            try:
+                self._answer = call()
+            finally:
+                self._done.set()
 
         threading.Thread(target=work, name="dldoctor-early", daemon=True).start()
 
-    def answer(self) -> Answer:
-        self._done.wait()
-        assert self._answer is not None
-        return self._answer
+    def answer(self, op: str, key: str) -> Answer:
+        # The operation is bounded by its own limit; the margin covers killing it.
+        if self._done.wait(self._limit + 2.0) and self._answer is not None:
+            return self._answer
+        return Answer(op, key, ERROR, error="started early, and gave no answer")
 
 
 def _sooner(limit: float, until: float | None) -> float:

@@ -29,8 +29,8 @@ class ObservingHost(Host):
     def describe(self) -> str:
         return self.inner.describe()
 
-    def bound(self, *, ops_until: float | None, probes_until: float | None) -> None:
-        self.inner.bound(ops_until=ops_until, probes_until=probes_until)
+    def bound(self, *, commands_until: float | None, until: float | None) -> None:
+        self.inner.bound(commands_until=commands_until, until=until)
 
     def limit(self, op: str, timeout: float | None = None) -> float | None:
         return self.inner.limit(op, timeout)
