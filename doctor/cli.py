@@ -39,8 +39,14 @@ def _id_list(text: str) -> list[str]:
     return ids
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        # One line, as for every other refusal (argparse prints its whole usage block).
+        self.exit(ExitCode.USAGE, f"dldoctor: {message} (see dldoctor --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="dldoctor",
         description="A doctor for deep-learning hosts: finds what is misconfigured, "
         "explains it, and says how to fix it.",

@@ -71,6 +71,7 @@ def test_exit_2_usage(args):
     assert proc.returncode == ExitCode.USAGE
     assert proc.stdout == "" and "Traceback" not in proc.stderr
     assert "internal error" not in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("dldoctor: ")
 
 
 def test_a_timeout_out_of_range_says_the_range():
