@@ -12,6 +12,8 @@ from dldoctor.model import Outcome, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
 
+NO_NODES = "the kernel shows no NUMA nodes"
+
 
 def shares_switch(a: PcieLink, b: PcieLink) -> bool:
     """Both below one PCIe switch (a common port that is not a root port's own chain end)."""
@@ -22,7 +24,7 @@ def shares_switch(a: PcieLink, b: PcieLink) -> bool:
 def topology(facts: Facts, policy: Policy) -> Outcome:
     topo = facts.get(numa_topology)
     if not topo.nodes:
-        return skipped("the kernel shows no NUMA nodes", topo.notes)
+        return skipped(NO_NODES, topo.notes)
     lines = [
         f"node {n.node}: CPUs {n.cpulist or 'none'}"
         + (f", {n.memory_total_bytes / 1024**3:.0f} GiB" if n.memory_total_bytes else "")
@@ -50,6 +52,8 @@ def locality(facts: Facts, policy: Policy) -> Outcome:
     gpus = [d for d in devices if kind(d) == "GPU"]
     if not gpus:
         return skipped("no GPU on the PCI bus")
+    if not topo.nodes:  # nothing read (a VM without NUMA, an unreadable sysfs): not "one node"
+        return skipped(NO_NODES, topo.notes)
     if len(topo.cpu_nodes) < 2:
         return passed("one NUMA node: every GPU is local to every CPU")
     unknown = [
@@ -102,6 +106,8 @@ def locality(facts: Facts, policy: Policy) -> Outcome:
 )
 def numactl(facts: Facts, policy: Policy) -> Outcome:
     topo = facts.get(numa_topology)
+    if not topo.nodes:
+        return skipped(NO_NODES, topo.notes)
     if len(topo.cpu_nodes) < 2:
         return skipped("one NUMA node: nothing to bind")
     found = facts.get(numactl_fact)

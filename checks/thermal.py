@@ -31,7 +31,15 @@ def gpu_temperature(facts: Facts, policy: Policy) -> Outcome:
     )
     if skip:
         return skip
-    hot, close, lines = [], [], []
+    # 0 °C with no slowdown threshold is not a reading: a vGPU guest whose virtualization
+    # mode could not be read, or a broken sensor. Judging it would pass "hottest GPU 0 °C".
+    unreliable = [x for x in known if x.temperature_c == 0 and x.temp_slowdown_c is None]
+    why = "0 °C and no slowdown threshold: not a real reading (a vGPU guest or a broken sensor)"
+    doubts = [f"{label(x)}: {why}" for x in unreliable]
+    known = [x for x in known if x not in unreliable]
+    if not known:
+        return skipped(f"no GPU reports a usable temperature ({why})", doubts)
+    hot, close, lines = [], [], list(doubts)
     for x in known:
         limit = x.temp_slowdown_c
         margin = f", {limit - x.temperature_c} °C below slowdown ({limit} °C)" if limit else ""
@@ -42,9 +50,11 @@ def gpu_temperature(facts: Facts, policy: Policy) -> Outcome:
         elif limit and limit - x.temperature_c < MARGIN_C:
             close.append(line)
     if hot:
-        return failed(f"{len(hot)} GPU(s) at or above their slowdown temperature", hot + close)
+        return failed(
+            f"{len(hot)} GPU(s) at or above their slowdown temperature", hot + close + doubts
+        )
     if close:
-        return warned(f"{len(close)} GPU(s) within {MARGIN_C} °C of slowdown", close)
+        return warned(f"{len(close)} GPU(s) within {MARGIN_C} °C of slowdown", close + doubts)
     hottest = max(known, key=lambda x: x.temperature_c)
     return passed(f"hottest GPU {hottest.temperature_c} °C ({label(hottest)})", lines)
 

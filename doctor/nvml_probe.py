@@ -111,18 +111,30 @@ def _device_fields(c: _Caller, h: Any) -> dict[str, dict[str, Any]]:
     return fields
 
 
+# The answers that mean "the GPU has no such link": they end the list of links.
+NO_SUCH_LINK = ("InvalidArgument", "NotSupported")
+
+
 def _nvlink_states(c: _Caller, h: Any) -> dict[str, Any]:
-    """States of the links the GPU has: 1 up, 0 down. The first absent link ends the list."""
+    """States of the links the GPU has: 1 up, 0 down, None where the read failed (the
+    answer is in "errors", by link). Only "no such link" ends the list: a link that answered
+    another error is still one of the GPU's links, and stopping there would hide the rest."""
     n = c.nvml
-    states: list[int] = []
+    states: list[int | None] = []
+    errors: dict[str, dict[str, Any]] = {}
     for link in range(getattr(n, "NVML_NVLINK_MAX_LINKS", 18)):
         answer = c.call("nvmlDeviceGetNvLinkState", h, link)
-        if "error" in answer:
-            if not states:
-                return answer  # NotSupported: a PCIe-only GPU
+        if "error" not in answer:
+            states.append(int(answer["value"]))
+        elif answer["error"] in NO_SUCH_LINK:
             break
-        states.append(int(answer["value"]))
-    return {"value": states}
+        else:
+            states.append(None)
+            errors[str(link)] = answer
+    if all(s is None for s in states):
+        # NotSupported on link 0: a PCIe-only GPU; no link read at all: the first error.
+        return next(iter(errors.values()), answer)
+    return {"value": states, "errors": errors} if errors else {"value": states}
 
 
 # NVML_NVLINK_ERROR_DL_REPLAY, _RECOVERY, _CRC_FLIT, _CRC_DATA (dldoctor.facts.gpu names them).

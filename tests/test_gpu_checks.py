@@ -78,6 +78,11 @@ def test_a_driver_that_did_not_answer_is_an_error_not_a_verdict():
     outcome = checks.driver_loaded(Facts.given(facts), Policy())
     assert outcome.status == Status.ERROR and "1 NVIDIA GPU(s) on the PCI bus" in outcome.summary
     assert any("Xid 79" in line for line in outcome.details)
+    # A slow first NVML call on a host without persistence mode looks the same: say so.
+    assert any("nvidia-persistenced" in d and "nvml_s" in d for d in outcome.details)
+    smi = {**facts, nvidia: g.NvidiaStack("nvidia-smi", error=g.TIMED_OUT, error_message="hung")}
+    outcome = checks.driver_loaded(Facts.given(smi), Policy())
+    assert not any("nvidia-persistenced" in d for d in outcome.details)
     # No NVIDIA device on a fully read bus: nothing was missed, the check does not apply.
     bare = {**facts, pci_devices: PciBus(())}
     outcome = checks.driver_loaded(Facts.given(bare), Policy())

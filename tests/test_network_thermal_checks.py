@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from dldoctor.checks import network, thermal
 from dldoctor.facts import Facts
 from dldoctor.facts import gpu as g
@@ -142,3 +144,26 @@ def test_gpu_temperature_margin():
         return thermal.gpu_temperature(Facts.given({nvidia: stack}), Policy()).status
 
     assert (verdict(60), verdict(86), verdict(90)) == (Status.PASS, Status.WARN, Status.FAIL)
+
+
+def test_zero_degrees_without_a_slowdown_threshold_is_not_a_reading():
+    # A vGPU guest whose virtualization mode could not be read reports the physical GPU's
+    # temperature as 0 and no thresholds; so does a broken sensor.
+    blind = g.Gpu(0, name="NVIDIA A100-40C", temperature_c=0)
+    facts = Facts.given({nvidia: g.NvidiaStack("nvml", gpus=(blind,))})
+    outcome = thermal.gpu_temperature(facts, Policy())
+    assert outcome.status == Status.SKIP and "0 °C and no slowdown threshold" in outcome.summary
+    # Beside a GPU that reads, it is left out (with a note) and the other is judged.
+    warm = h100(temperature_c=86)
+    facts = Facts.given(
+        {nvidia: g.NvidiaStack("nvml", gpus=(dataclasses.replace(blind, index=1), warm))}
+    )
+    outcome = thermal.gpu_temperature(facts, Policy())
+    assert outcome.status == Status.WARN
+    assert any(d.startswith("GPU 1 NVIDIA A100-40C: 0 °C") for d in outcome.details)
+    # 0 °C with a threshold is a (cold) reading and passes.
+    cold = h100(temperature_c=0)
+    outcome = thermal.gpu_temperature(
+        Facts.given({nvidia: g.NvidiaStack("nvml", gpus=(cold,))}), Policy()
+    )
+    assert outcome.status == Status.PASS and outcome.summary.startswith("hottest GPU 0 °C")

@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from dldoctor.checks import gpu as checks
 from dldoctor.facts import Facts
 from dldoctor.facts import gpu as g
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.nvlink import NVLINK_STATUS_ARGV, NvLinks, nvlinks, parse_nvlink_status
 from dldoctor.facts.pci import PciBus, PciDevice, pci_devices
+from dldoctor.host import ProbeFailed
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
+from dldoctor.registry import checks_in
+from dldoctor.runner import Runner
 from tests.bundlebuilder import BundleBuilder
 from tests.conftest import FIXTURES
-from tests.fake_pynvml import NOT_SUPPORTED, Err, FakeNvml, h100
+from tests.fake_pynvml import INVALID_ARGUMENT, NOT_SUPPORTED, UNKNOWN, Err, FakeNvml, h100
 from tests.test_nvml import probe_and_parse
 
 CAPTURES = FIXTURES / "corpus" / "nvidia-smi-nvlink-s"
@@ -88,6 +93,50 @@ def test_a_driver_without_error_counters_answers_once():
     assert "error counters not reported for 1 GPU(s)" in outcome.details
 
 
+def a100_sxm4(index: int, **overrides):
+    """An A100 SXM4: the same answers as the H100 but its name and 12 links."""
+    return h100(index, nvmlDeviceGetName="NVIDIA A100-SXM4-80GB",
+                nvmlDeviceGetArchitecture=7, **overrides)  # fmt: skip
+
+
+def test_an_unknown_error_on_one_link_does_not_end_the_links():
+    # Link 6 answers an unknown error; links 7-11 are still there and must be read.
+    odd = a100_sxm4(0, nvmlDeviceGetNvLinkState=lambda link: Err(UNKNOWN) if link == 6
+                    else 1 if link < 12 else Err(INVALID_ARGUMENT))  # fmt: skip
+    data, stack = probe_and_parse(FakeNvml([odd]))
+    answer = data["devices"][0]["fields"]["nvlink_states"]
+    assert (
+        answer["value"] == [1] * 6 + [None] + [1] * 5
+        and answer["errors"]["6"]["error"] == "Unknown"
+    )
+    gpu = stack.gpus[0]
+    assert gpu.nvlink_states == (True,) * 6 + (None,) + (True,) * 5
+    assert (gpu.nvlink_active, gpu.nvlink_total) == (11, 12)
+    assert any("link 6 could not be read (Unknown)" in n for n in gpu.notes)
+    facts = Facts.given({nvidia: stack, nvlinks: NvLinks(stack.gpus, "nvml"),
+                         pci_devices: PciBus(())})  # fmt: skip
+    outcome = checks.nvlink(facts, Policy())
+    assert outcome.status == Status.ERROR
+    assert list(outcome.details[:2]) == [
+        "GPU 0 NVIDIA A100-SXM4-80GB (0000:18:00.0): link 6 unread",
+        "GPU 0 NVIDIA A100-SXM4-80GB (0000:18:00.0): nvlink_states: link 6 could not be read (Unknown)",
+    ]
+
+
+def test_every_link_failing_is_the_gpus_answer():
+    lost = a100_sxm4(0, nvmlDeviceGetNvLinkState=Err(UNKNOWN))
+    data, stack = probe_and_parse(FakeNvml([lost]))
+    assert data["devices"][0]["fields"]["nvlink_states"]["error"] == "Unknown"
+    assert stack.gpus[0].nvlink_states is None and "nvlink_states" not in stack.gpus[0].unsupported
+
+
+def test_a_down_link_still_fails_beside_an_unread_one():
+    mixed = dataclasses.replace(SXM, nvlink_states=(True,) * 3 + (None, False) + (True,) * 13)
+    outcome = judge(mixed)
+    assert outcome.status == Status.FAIL and "link 4 inactive (16 of 18 up)" in outcome.details[0]
+    assert "link 3 unread" in outcome.details[1]
+
+
 def test_pcie_only_gpus_skip():
     pcie = h100(0, nvmlDeviceGetNvLinkState=Err(NOT_SUPPORTED))
     _, stack = probe_and_parse(FakeNvml([pcie]))
@@ -97,11 +146,14 @@ def test_pcie_only_gpus_skip():
     assert outcome.status == Status.SKIP and "PCIe-only" in outcome.summary
 
 
-def replay_smi(tmp_path, nvlink_text: str):
-    """A host without pynvml: the GPU facts come from nvidia-smi -q -x (a real A100 SXM4)."""
+def replay_smi(tmp_path, nvlink_text: str, *, mig: bool = True, **answer):
+    """A host without pynvml: the GPU facts come from nvidia-smi -q -x (a real A100 SXM4, in
+    MIG mode as captured; `mig=False`: the same GPU with MIG off)."""
     xml = (FIXTURES / "corpus/nvidia-smi-xml/telegraf-a100-sxm4-v12.xml").read_text()
+    if not mig:
+        xml = xml.replace("_mig>Enabled<", "_mig>Disabled<")
     b = BundleBuilder(tmp_path / "b").command(["nvidia-smi", "-q", "-x"], xml)
-    b.command(list(NVLINK_STATUS_ARGV), nvlink_text)
+    b.command(list(NVLINK_STATUS_ARGV), nvlink_text, **answer)
     (b.root / "nvml.json").write_text('{"status": "not_installed"}')
     return Facts(ReplayHost(str(b.root)))
 
@@ -119,6 +171,37 @@ def test_nvidia_smi_source_asks_nvlink_status(tmp_path):
     )
     links = replay_smi(tmp_path / "2", text).get(nvlinks)
     assert links.gpus[0].nvlink_states == (True,) * 12
+
+
+def run_nvlink_check(facts: Facts):
+    (spec,) = [s for s in checks_in(checks) if s.id == "gpu.nvlink"]
+    (finding,) = Runner([spec], facts, Policy(), check_timeout=60).run()
+    return finding
+
+
+def test_a_hung_nvlink_status_is_an_error_not_pcie_only(tmp_path):
+    facts = replay_smi(tmp_path, "", status="timeout", timeout_s=5)
+    with pytest.raises(ProbeFailed, match="nvlink -s"):
+        facts.get(nvlinks)
+    finding = run_nvlink_check(replay_smi(tmp_path / "2", "", status="timeout", timeout_s=5))
+    assert finding.status == Status.ERROR and "did not answer" in finding.summary
+
+
+def test_a_failed_nvlink_status_on_an_sxm_board_is_an_error(tmp_path):
+    # nvidia-smi answered, but with an exit status and no links: the A100 SXM4's 12 links are
+    # still unknown, and an SXM board has them wired.
+    failed = {"stderr": "Unable to determine the device handle\n", "returncode": 15}
+    facts = replay_smi(tmp_path, "", mig=False, **failed)
+    links = facts.get(nvlinks)
+    assert links.gpus[0].nvlink_states is None and links.gpus[0].mig_current is False
+    finding = run_nvlink_check(facts)
+    assert finding.status == Status.ERROR
+    assert finding.summary == "the state of NVLinks could not be read on 1 GPU(s)"
+    assert "A100-SXM4" in finding.details[0] and "link states unknown" in finding.details[0]
+    assert any("Unable to determine the device handle" in d for d in finding.details)
+    # In MIG mode NVLink is not offered: the same answer stays a skip.
+    finding = run_nvlink_check(replay_smi(tmp_path / "mig", "", **failed))
+    assert finding.status == Status.SKIP
 
 
 def test_nvidia_smi_mig_sentence_is_a_note(tmp_path):
@@ -176,6 +259,28 @@ def test_a_pcie_card_without_a_bridge_is_not_a_fault():
     outcome = judge(half)
     assert outcome.status == Status.FAIL
     assert outcome.details[0] == "GPU 1 NVIDIA RTX A6000 (0000:65:00.0): links 2, 3 inactive (2 of 4 up)"  # fmt: skip
+
+
+def test_expected_link_counts_come_from_the_part_name():
+    h800 = dataclasses.replace(SXM, name="NVIDIA H800", nvlink_states=(True,) * 8)
+    assert judge(h800).status == Status.PASS and judge(h800).summary == "all 8 links up on 1 GPU(s)"
+    a100 = dataclasses.replace(SXM, name="NVIDIA A100-SXM4-80GB", architecture="Ampere",
+                               nvlink_states=(True,) * 6)  # fmt: skip
+    outcome = judge(a100)
+    assert (
+        outcome.status == Status.FAIL
+        and "6 links reported, an A100 SXM4 has 12" in outcome.details[0]
+    )
+    assert judge(dataclasses.replace(a100, nvlink_states=(True,) * 12)).status == Status.PASS
+    # A Hopper SXM part not in the table is not compared against any count.
+    h20 = dataclasses.replace(SXM, name="NVIDIA H20", nvlink_states=(True,) * 6)
+    assert judge(h20).status == Status.PASS
+    assert checks.expected_links(dataclasses.replace(SXM, name="NVIDIA H800 PCIe")) is None
+    assert checks.expected_links(dataclasses.replace(SXM, name="NVIDIA GH200 480GB")) == (
+        "a GH200",
+        18,
+    )
+    assert checks.expected_links(dataclasses.replace(SXM, name="NVIDIA H200")) == ("an H200", 18)
 
 
 def test_an_h100_sxm_reporting_fewer_than_eighteen_links_fails():

@@ -7,6 +7,7 @@ from dataclasses import replace
 from dldoctor.checks import cpu, numa, pci
 from dldoctor.facts import Facts
 from dldoctor.facts.cpu import CpuFrequency, cpu_frequency
+from dldoctor.facts.numa import NumaNode, NumaTopology, numa_topology
 from dldoctor.facts.pcie import PcieLink, PcieLinks, pcie_links, read_link_files
 from dldoctor.facts.system import Container, container
 from dldoctor.host import LiveHost
@@ -185,3 +186,15 @@ def test_ram_ratio_in_a_container_uses_its_memory_limit():
     assert outcome.status == Status.WARN and "container's memory limit" in outcome.summary
     on_host = {**given, sf.container: Container(False, "")}
     assert memory.gpu_ratio(Facts.given(on_host), Policy()).status == Status.PASS
+
+
+def test_locality_without_numa_nodes_skips_instead_of_passing():
+    gpu = link("0000:18:00.0", "030200", 16, 16, vendor="10de")
+    links = {pcie_links: PcieLinks((gpu,)), container: Container(False, "")}
+    blind = Facts.given({**links, numa_topology: NumaTopology((), None)})
+    outcome = numa.locality(blind, Policy())
+    assert (outcome.status, outcome.summary) == (Status.SKIP, "the kernel shows no NUMA nodes")
+    assert numa.numactl(blind, Policy()).summary == "the kernel shows no NUMA nodes"
+    one = NumaTopology((NumaNode(0, (0, 1), "0-1", None),), 0)
+    outcome = numa.locality(Facts.given({**links, numa_topology: one}), Policy())
+    assert outcome.status == Status.PASS and outcome.summary.startswith("one NUMA node")

@@ -92,9 +92,10 @@ class Gpu:
     pcie_width_current: int | None = None
     pcie_width_max: int | None = None
     pcie_replay_counter: int | None = None
-    # Per link number, True = up. None: not known or no NVLink (see `unsupported`); () from
-    # nvidia-smi's "all links are inActive", which does not say how many links there are.
-    nvlink_states: tuple[bool, ...] | None = None
+    # Per link number, True = up, None = that link's state could not be read. None: not
+    # known or no NVLink (see `unsupported`); () from nvidia-smi's "all links are inActive",
+    # which does not say how many links there are.
+    nvlink_states: tuple[bool | None, ...] | None = None
     # (link, counter, count) for each counter read (NVLINK_COUNTERS names); None: not read.
     nvlink_errors: tuple[tuple[int, str, int], ...] | None = None
     virtualization_mode: str = ""  # a VIRTUALIZATION_MODES name; "" when not reported
@@ -109,7 +110,7 @@ class Gpu:
 
     @property
     def nvlink_active(self) -> int | None:
-        return sum(self.nvlink_states) if self.nvlink_states is not None else None
+        return sum(1 for s in self.nvlink_states if s) if self.nvlink_states is not None else None
 
     @property
     def nvlink_total(self) -> int | None:

@@ -141,13 +141,26 @@ def _gpu_from_probe(index: int, fields: dict[str, Any]) -> Gpu:
         pcie_width_current=get("pcie_width_current"),
         pcie_width_max=get("pcie_width_max"),
         pcie_replay_counter=get("pcie_replay_counter"),
-        nvlink_states=tuple(bool(s) for s in links) if links is not None else None,
+        nvlink_states=_nvlink_states(links, fields.get("nvlink_states"), notes),
         nvlink_errors=_nvlink_errors(values.get("nvlink_errors"), notes),
         virtualization_mode=g.VIRTUALIZATION_MODES.get(virt, "") if virt is not None else "",
         numa_node=numa if numa is not None and numa >= 0 else None,
         unsupported=tuple(unsupported),
         notes=tuple(notes),
     )
+
+
+def _nvlink_states(
+    links: list[Any] | None, answer: Any, notes: list[str]
+) -> tuple[bool | None, ...] | None:
+    """The probe's link list -> states; a link whose read failed is None, with a note."""
+    if links is None:
+        return None
+    errors = answer.get("errors") if isinstance(answer, dict) else None
+    for link, error in errors.items() if isinstance(errors, dict) else ():
+        what = error.get("error") if isinstance(error, dict) else error
+        notes.append(f"nvlink_states: link {link} could not be read ({what})")
+    return tuple(None if s is None else bool(s) for s in links)
 
 
 def _nvlink_errors(value: Any, notes: list[str]) -> tuple[tuple[int, str, int], ...] | None:

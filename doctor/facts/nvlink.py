@@ -109,7 +109,9 @@ def nvlinks(ctx: FactContext) -> NvLinks:
         return NvLinks()
     if not any(_lacks_links(x) for x in stack.gpus):
         return NvLinks(stack.gpus, stack.source)
-    answer = ctx.host.run(list(NVLINK_STATUS_ARGV))
+    # A GPU still lacks its link states: nvidia-smi that timed out or broke is a failure to
+    # look (the check's error), not "no NVLink"; one that is not installed is only a note.
+    answer = ctx.host.run(list(NVLINK_STATUS_ARGV)).require()
     if not answer.ok:
         return NvLinks(stack.gpus, stack.source, (f"{SOURCE_SMI}: {answer.describe()}",))
     result = answer.value
