@@ -27,15 +27,18 @@ def shown(value: Limit, unit: str = "") -> str:
     "'ibv_reg_mr ... Cannot allocate memory'.",
 )
 def memlock(facts: Facts, policy: Policy) -> Outcome:
-    proc = facts.get(process_limits).memlock
+    limits = facts.get(process_limits)
+    proc = limits.memlock
     hcas = facts.get(interfaces).infiniband
     soft = proc[0] if proc else None
+    unknown = f"unknown ({'; '.join(limits.notes)})" if limits.notes else "unknown"
     if not hcas:
-        return skipped(f"no RDMA device (memlock here: {shown(soft, 'bytes') if proc else '?'})")
+        here = f" (memlock here: {shown(soft, 'bytes')})" if proc else f"; memlock here {unknown}"
+        return skipped(f"no RDMA device{here}")
     details = [
         f"this process: soft {shown(soft, 'bytes')}, hard {shown(proc[1], 'bytes')}"
         if proc
-        else "this process: unknown"
+        else f"this process: {unknown}"
     ]
     entries = [e for e in facts.get(configured_limits).entries if e.item == "memlock"]
     for entry in entries:
@@ -76,17 +79,35 @@ def memlock(facts: Facts, policy: Policy) -> Outcome:
     return passed(f"unlimited on a host with RDMA ({', '.join(hcas)})", details)
 
 
+# limits.d reaches login sessions only, and its wildcard skips root (limits.conf(5));
+# services and their children (slurmd's jobs, containers) inherit their unit's limit.
+def nofile_where(kind: str) -> str:
+    """Where each kind of process gets its limit, and what to change there."""
+    return (
+        f"where it comes from: logins, `* {kind} nofile 1048576` in /etc/security/limits.d/ "
+        f"plus a `root {kind} nofile 1048576` line (the wildcard skips root); services and "
+        "what they start (slurmd, containerd), `LimitNOFILE=1048576` in the unit; Slurm "
+        "jobs, the submitting shell's limit (PropagateResourceLimits) or `ulimit -n "
+        "$(ulimit -Hn)` in the job script"
+    )
+
+
+NOFILE_WHY = (
+    "PyTorch DataLoader workers share tensors through file descriptors and fail with 'Too "
+    "many open files'."
+)
+
+
 @check(
     "limits.nofile",
     "Open files",
-    remediation="Raise the open-file limit (`* - nofile 1048576` in /etc/security/limits.d/, "
-    "`LimitNOFILE=` for services): PyTorch DataLoader workers share tensors through file "
-    "descriptors and fail with 'Too many open files'.",
+    remediation=f"Raise the open-file limit {nofile_where('-')}. {NOFILE_WHY}",
 )
 def nofile(facts: Facts, policy: Policy) -> Outcome:
-    proc = facts.get(process_limits).nofile
+    limits = facts.get(process_limits)
+    proc = limits.nofile
     if proc is None:
-        return skipped("the open-file limit is unknown")
+        return skipped("the open-file limit is unknown", limits.notes)
     soft, hard = proc
     want = policy.limits.min_nofile
     summary = f"soft {shown(soft)}, hard {shown(hard)}"
@@ -99,9 +120,6 @@ def nofile(facts: Facts, policy: Policy) -> Outcome:
         return warned(
             f"{summary}: the soft limit is below {want}",
             ["jobs get the soft limit unless their script raises it (`ulimit -n $(ulimit -Hn)`)"],
-            remediation="Raise the soft open-file limit (`* soft nofile 1048576` in "
-            "/etc/security/limits.d/, `LimitNOFILE=1048576` for services, or "
-            "`ulimit -n $(ulimit -Hn)` in job scripts): PyTorch DataLoader workers share "
-            "tensors through file descriptors and fail with 'Too many open files'.",
+            remediation=f"Raise the soft open-file limit {nofile_where('soft')}. {NOFILE_WHY}",
         )
     return passed(summary)

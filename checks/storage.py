@@ -4,7 +4,7 @@ and parallel filesystems, firmware."""
 from __future__ import annotations
 
 from dldoctor.facts import Facts
-from dldoctor.facts.mdraid import MdArray, MemberMap, SyncProgress, md_raid, member_map
+from dldoctor.facts.mdraid import MdadmDetail, MdArray, MemberMap, SyncProgress, md_raid, member_map
 from dldoctor.facts.rdma import rdma_devices
 from dldoctor.facts.storage import Space, mounts, netfs, nvme, space, space_fact
 from dldoctor.host.base import MISSING
@@ -45,13 +45,32 @@ def progress(sync: SyncProgress) -> str:
     return f"{sync.action} {sync.percent:.1f}%{left}"
 
 
-def what_is_missing(mm: MemberMap) -> str:
-    """ "failed: sdc1; empty slot 1" """
+def empty_slots(a: MdArray, mm: MemberMap) -> tuple[dict[str, int], list[int], list[str]]:
+    """(slot of each failed member, the slots no failed member held, the failed members
+    whose slot is not known). A failed member whose number in mdstat is an empty slot
+    held that slot: it is not a second hole."""
+    held: dict[str, int] = {}
+    for m in a.failed_members:
+        if m.index in mm.empty_slots and m.index not in held.values():
+            held[m.name] = m.index
+    free = [i for i in mm.empty_slots if i not in held.values()]
+    unplaced = [name for name in mm.failed if name not in held]
+    if len(unplaced) >= len(free):
+        free = []  # every empty slot is a failed member's
+    return held, free, unplaced
+
+
+def what_is_missing(a: MdArray, mm: MemberMap) -> str:
+    """ "failed: sdc1 in slot 1"; "failed: sde1; empty slots 0, 5 (one of them sde1's)" """
+    held, free, unplaced = empty_slots(a, mm)
     parts = []
     if mm.failed:
-        parts.append(f"failed: {', '.join(mm.failed)}")
-    if mm.empty_slots:
-        parts.append(f"empty slot {', '.join(str(i) for i in mm.empty_slots)}")
+        named = [f"{n} in slot {held[n]}" if n in held else n for n in mm.failed]
+        parts.append(f"failed: {', '.join(named)}")
+    if free:
+        whose = f" (one of them {', '.join(unplaced)}'s)" if unplaced else ""
+        plural = "s" if len(free) > 1 else ""
+        parts.append(f"empty slot{plural} {', '.join(str(i) for i in free)}{whose}")
     return "; ".join(parts) or f"{mm.missing} member(s) missing"
 
 
@@ -65,7 +84,7 @@ def replace_advice(a: MdArray, mm: MemberMap) -> str:
             "swap the disk)"
         )
     if mm.missing > len(mm.failed) and not mm.spares:
-        slots = ", ".join(str(i) for i in mm.empty_slots)
+        slots = ", ".join(str(i) for i in empty_slots(a, mm)[1])
         steps.append(f"put a new disk in the empty slot(s){f' ({slots})' if slots else ''}")
     if mm.spares and a.sync is not None and a.sync.action == "reshape":
         steps.append(f"spare {', '.join(mm.spares)} is rebuilt onto once the reshape ends")
@@ -77,6 +96,19 @@ def replace_advice(a: MdArray, mm: MemberMap) -> str:
     else:
         steps.append(f"`mdadm {dev} --add /dev/<new disk>` starts the recovery onto it")
     return f"{a.name}: " + "; ".join(steps)
+
+
+def assemble_advice(a: MdArray, detail: MdadmDetail | None) -> str:
+    """mdstat prints no level for an inactive array; mdadm --detail may know it."""
+    level = a.level or (detail.level if detail is not None else "")
+    if level in ("raid0", "linear"):
+        return (
+            f"{a.name}: `mdadm --assemble --scan`; {level} has no redundancy: if it does "
+            "not assemble, restore its data"
+        )
+    if level:
+        return f"{a.name}: `mdadm --assemble --scan` ({level})"
+    return f"{a.name}: `mdadm --assemble --scan` (`mdadm --examine` of its members tells its level)"
 
 
 @check(
@@ -114,7 +146,7 @@ def raid(facts: Facts, policy: Policy) -> Outcome:
             sync = SyncProgress("recovery")
         if a.state.startswith("inactive"):
             broken.append(f"{line} — its data is not available")
-            advice.append(f"{a.name}: `mdadm --assemble --scan` (RAID 0: restore its data)")
+            advice.append(assemble_advice(a, detail))
             names.append(a.name)
         elif not mm.degraded:
             if sync is not None:
@@ -136,24 +168,26 @@ def raid(facts: Facts, policy: Policy) -> Outcome:
             doing = f"; {progress(sync)}: a {sync.action} does not repair it" if sync else ""
             if sync is not None and sync.action == "recovery":
                 doing = f"; {progress(sync)}, but no member in a slot is being rebuilt"
-            broken.append(f"{line} — degraded ({what_is_missing(mm)}){doing}")
+            broken.append(f"{line} — degraded ({what_is_missing(a, mm)}){doing}")
             advice.append(replace_advice(a, mm))
             names.append(a.name)
+    # What could not be read (mdadm timed out, a sysfs attribute unreadable) stays visible.
+    notes = [*md.notes, *md.mdstat.notes]
     if broken:
         return failed(
             f"{len(broken)} array(s) degraded or inactive: {', '.join(names)}",
-            broken + recovering + lines,
+            broken + recovering + lines + notes,
             remediation=". ".join(advice) + ".",
         )
     if recovering:
         return warned(
             f"{len(recovering)} degraded array(s) recovering: {'; '.join(eta)}",
-            recovering + lines,
+            recovering + lines + notes,
             remediation="Wait for the recovery; do not reboot meanwhile, and keep heavy I/O "
             "off the array: it has no redundancy until the recovery ends.",
         )
     running = f"; {', '.join(busy)} busy (resync/check/reshape)" if busy else ""
-    return passed(f"{len(lines)} array(s) clean{running}", lines)
+    return passed(f"{len(lines)} array(s) clean{running}", lines + notes)
 
 
 @check(
@@ -166,12 +200,14 @@ def nvme_health(facts: Facts, policy: Policy) -> Outcome:
     drives = facts.get(nvme)
     if not drives:
         return skipped("no NVMe drives")
-    bad, worn, lines, unknown = [], [], [], []
+    bad, worn, lines, unknown, unread = [], [], [], [], []
     for d in drives:
         lines.append(f"{d.name}: {d.model} firmware {d.firmware}, {d.state}")
         if d.state and d.state != "live":
             bad.append(f"{d.name}: controller state {d.state}")
         s = d.smart
+        if d.smart_error:
+            unread.append(f"{d.name}: {d.smart_error}")
         if s is None:
             unknown.extend(d.notes[:1])
             continue
@@ -188,7 +224,14 @@ def nvme_health(facts: Facts, policy: Policy) -> Outcome:
         if s.percent_used is not None and s.percent_used >= 90:
             worn.append(f"{d.name}: {s.percent_used}% of rated endurance used")
     if bad:
-        return failed(f"{len(bad)} NVMe problem(s)", bad + worn + lines)
+        return failed(f"{len(bad)} NVMe problem(s)", bad + worn + unread + lines)
+    if unread:
+        # A SMART read that timed out or broke says nothing of the drive's health.
+        return Outcome(
+            Status.ERROR,
+            f"SMART of {len(unread)} NVMe drive(s) could not be read: {unread[0]}",
+            tuple(unread + worn + lines),
+        )
     if worn:
         return warned(f"{len(worn)} NVMe drive(s) wearing out", worn + lines)
     note = [f"SMART not read: {unknown[0]}"] if unknown else []

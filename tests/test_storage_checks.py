@@ -49,6 +49,7 @@ def test_recovery_shows_progress_and_finish(tmp_path):
     outcome = storage.raid(Facts(ReplayHost(str(b.root))), Policy())
     assert outcome.details == (
         "md127: active raid5 [6/5] [UUUUU_] — recovery 12.6%, about 128 min left",
+        NO_MDADM,
     )
 
 
@@ -58,6 +59,12 @@ def one_array(name: str, source: str = "procfs-composite-many-states-reshape-che
     start = next(i for i, line in enumerate(lines) if line.startswith(f"{name} :"))
     end = next(i for i in range(start + 1, len(lines)) if not lines[i].strip())
     return "\n".join([lines[0], "", *lines[start:end], "", "unused devices: <none>", ""])
+
+
+NO_MDADM = (
+    "mdadm is not installed (or not recorded): no `mdadm --detail`; install the mdadm "
+    "package for member states"
+)
 
 
 def raid_of(tmp_path, mdstat: str, **commands):
@@ -76,6 +83,7 @@ def test_a_degraded_array_that_reshapes_is_not_being_repaired(tmp_path):
     assert outcome.details == (
         "md42: active raid5 [3/2] [UU_] — degraded (empty slot 2); reshape 56.1%, about 31 h "
         "left: a reshape does not repair it",
+        NO_MDADM,
     )
     # Its spare takes the slot only after the reshape: no "wait", and no new disk needed.
     assert outcome.remediation == "md42: spare sda1 is rebuilt onto once the reshape ends."
@@ -84,8 +92,10 @@ def test_a_degraded_array_that_reshapes_is_not_being_repaired(tmp_path):
 def test_a_degraded_array_without_a_recovery_names_the_member_to_replace(tmp_path):
     outcome = raid_of(tmp_path, one_array("md7"))  # raid6 [4/3] [U_UU], sdc1[1](F)
     assert outcome.status == Status.FAIL
+    # sdc1[1] held slot 1: the slot it left is not a second hole.
     assert outcome.details == (
-        "md7: active raid6 [4/3] [U_UU] — degraded (failed: sdc1; empty slot 1)",
+        "md7: active raid6 [4/3] [U_UU] — degraded (failed: sdc1 in slot 1)",
+        NO_MDADM,
     )
     assert outcome.remediation == (
         "md7: replace failed member sdc1 (`mdadm /dev/md7 --remove /dev/sdc1`, swap the disk); "
@@ -99,6 +109,47 @@ def test_two_missing_slots_and_one_failed_member_ask_for_both(tmp_path):
     outcome = raid_of(tmp_path, text)  # raid1 [6/4] [_UUUU_], sde1[6](F)
     assert "replace failed member sde1" in outcome.remediation
     assert "put a new disk in the empty slot(s) (0, 5)" in outcome.remediation
+    # sde1[6]: its number is no slot of [_UUUU_], so which empty slot it held is not known.
+    assert "degraded (failed: sde1; empty slots 0, 5 (one of them sde1's))" in outcome.details[0]
+
+
+def test_a_timed_out_mdadm_and_an_unreadable_attribute_show_in_every_outcome(tmp_path):
+    mdstat = "Personalities : [raid1]\nmd2 : active raid1 sdb1[1] sda1[0]\n      1000 blocks [2/2] [UU]\n\nunused devices: <none>\n"
+    b = BundleBuilder(tmp_path / "b").file("/proc/mdstat", mdstat)
+    b.command(["mdadm", "--detail", "/dev/md2"], status="timeout", timeout_s=5)
+    b.file("/sys/block/md2/md/degraded", "0\n")
+    b.answer("read", "/sys/block/md2/md/array_state", status="error", error="Input/output error")
+    outcome = storage.raid(Facts(ReplayHost(str(b.root))), Policy())
+    assert outcome.status == Status.PASS
+    assert outcome.details[0] == "md2: active raid1 [2/2] [UU]"
+    assert any("array_state" in d and "Input/output error" in d for d in outcome.details[1:])
+    assert any("mdadm --detail /dev/md2" in d and "timed out" in d for d in outcome.details[1:])
+
+
+def test_an_inactive_array_of_unknown_level_is_not_called_raid0(tmp_path):
+    outcome = raid_of(
+        tmp_path, (FIXTURES / "hosts/hgx-h100x8-raid-degraded/files/proc/mdstat").read_text()
+    )
+    assert outcome.status == Status.FAIL
+    md1 = next(step for step in outcome.remediation.split(". ") if step.startswith("md1:"))
+    assert "RAID 0" not in md1 and "raid0" not in md1
+    assert (
+        md1 == "md1: `mdadm --assemble --scan` (`mdadm --examine` of its members tells its level)"
+    )
+    assert "degraded (failed: nvme0n1p2 in slot 1)" in outcome.details[1]
+
+
+def test_an_inactive_raid0_known_from_mdadm_says_it_has_no_redundancy(tmp_path):
+    mdstat = "Personalities : [raid0]\nmd3 : inactive sdb[1](S) sda[0](S)\n      2000 blocks super 1.2\n\nunused devices: <none>\n"
+    detail = (
+        "/dev/md3:\n        Version : 1.2\n     Raid Level : raid0\n          State : inactive\n"
+    )
+    outcome = raid_of(tmp_path, mdstat, md3=detail)
+    assert outcome.status == Status.FAIL
+    assert outcome.remediation == (
+        "md3: `mdadm --assemble --scan`; raid0 has no redundancy: if it does not assemble, "
+        "restore its data."
+    )
 
 
 def test_a_recovery_line_without_a_member_to_rebuild_onto_does_not_repair(tmp_path):
@@ -260,3 +311,49 @@ def test_a_missing_checkpoint_path_fails_free_space():
     outcome = storage.free_space(Facts.given(given), policy)
     assert outcome.status == Status.FAIL
     assert outcome.details == ("/ckpt ([storage] checkpoint_paths) does not exist",)
+
+
+def nvme_check(b: BundleBuilder):
+    return storage.nvme_health(Facts(ReplayHost(str(b.root))), Policy())
+
+
+def test_a_smart_read_that_timed_out_is_an_error_not_a_pass(tmp_path):
+    from dldoctor.facts.storage import nvme_smart_argv
+    from tests.test_storage_facts import nvme_bundle
+
+    b = nvme_bundle(tmp_path)
+    b.command(nvme_smart_argv("nvme0"), status="timeout", timeout_s=10)
+    outcome = nvme_check(b)
+    assert outcome.status == Status.ERROR
+    assert outcome.summary.startswith("SMART of 1 NVMe drive(s) could not be read: nvme0: ")
+    assert "timed out" in outcome.summary
+
+
+def test_a_failing_drive_still_fails_beside_one_whose_smart_timed_out(tmp_path):
+    from dldoctor.facts.storage import nvme_smart_argv, smartctl_argv
+    from tests.test_storage_facts import OWN, nvme_bundle
+
+    b = nvme_bundle(tmp_path)
+    b.file("/sys/class/nvme/nvme1/state", "live\n")
+    b.command(nvme_smart_argv("nvme0"), status="not_installed")
+    b.command(smartctl_argv("nvme0"), (OWN / "handwritten-smartctl-nvme-failing.json").read_text())
+    b.command(smartctl_argv("nvme1"), status="timeout", timeout_s=10)
+    outcome = nvme_check(b)
+    assert outcome.status == Status.FAIL
+    assert any(d.startswith("nvme1: `smartctl -H -A -j /dev/nvme1` did not answer") for d in outcome.details)
+
+
+@pytest.mark.parametrize("status", ["not_installed", "permission_denied"])
+def test_no_smart_tool_or_no_permission_stays_a_noted_pass(tmp_path, status):
+    from dldoctor.facts.storage import nvme_smart_argv, smartctl_argv
+    from tests.test_storage_facts import nvme_bundle
+
+    b = nvme_bundle(tmp_path)
+    b.command(nvme_smart_argv("nvme0"), status=status)
+    b.command(smartctl_argv("nvme0"), status="not_installed")
+    outcome = nvme_check(b)
+    assert (outcome.status, outcome.summary) == (
+        Status.PASS,
+        "1 NVMe drive(s) live; SMART unavailable",
+    )
+    assert outcome.details[-1].startswith("SMART not read: ")

@@ -542,12 +542,23 @@ def test_nvme_fact_nvme_cli_refused(tmp_path):
     )
 
 
+@pytest.mark.parametrize("status", ["timeout", "error"])
+def test_nvme_fact_a_smart_read_that_failed_is_not_a_missing_tool(tmp_path, status):
+    b = nvme_bundle(tmp_path)
+    b.command(st.nvme_smart_argv("nvme0"), status=status, timeout_s=10, error="broken pipe")
+    (ctrl,) = facts_of(b).get(st.nvme)
+    assert ctrl.smart is None
+    assert ctrl.smart_error.startswith("`nvme smart-log /dev/nvme0 --output-format=json`")
+    assert ("timed out" in ctrl.smart_error) == (status == "timeout")
+
+
 def test_nvme_fact_neither_tool(tmp_path):
     b = nvme_bundle(tmp_path)
     b.command(st.nvme_smart_argv("nvme0"), status="not_installed")
     b.command(st.smartctl_argv("nvme0"), status="not_installed")
     (ctrl,) = facts_of(b).get(st.nvme)
     assert ctrl.smart is None and "install nvme-cli or smartmontools" in ctrl.notes[0]
+    assert ctrl.smart_error == ""
 
 
 def test_nvme_fact_dead_controller_is_not_asked(tmp_path):

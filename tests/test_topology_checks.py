@@ -11,6 +11,7 @@ from dldoctor.facts.numa import NumaNode, NumaTopology, numa_topology
 from dldoctor.facts.pcie import PcieLink, PcieLinks, pcie_links, read_link_files
 from dldoctor.facts.system import Container, container
 from dldoctor.host import LiveHost
+from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
 from tests.conftest import FIXTURES
@@ -167,9 +168,27 @@ def test_nofile_judges_the_soft_limit_that_jobs_get():
     low_soft = outcome(1024, 524288)
     assert low_soft.status == Status.WARN and "the soft limit is below 65536" in low_soft.summary
     assert "* soft nofile" in low_soft.remediation
+    # limits.d's wildcard skips root, and services get their unit's limit, not limits.d's.
+    assert "`root soft nofile 1048576`" in low_soft.remediation
+    assert "LimitNOFILE=1048576" in low_soft.remediation
+    assert "PropagateResourceLimits" in low_soft.remediation
     assert "the hard limit is below" in outcome(1024, 4096).summary
     assert outcome(1048576, 1048576).status == Status.PASS
     assert outcome(None, None).status == Status.PASS  # unlimited
+
+
+def test_an_unknown_memlock_says_unknown_and_why():
+    from dldoctor.checks import limits
+    from tests.conftest import HOSTS
+
+    # The vGPU guest's bundle has no /proc/self/limits.
+    facts = Facts(ReplayHost(str(HOSTS / "vm-a100-vgpu-guest")))
+    outcome = limits.memlock(facts, Policy())
+    assert outcome.status == Status.SKIP
+    assert outcome.summary == (
+        "no RDMA device; memlock here unknown (read /proc/self/limits: missing)"
+    )
+    assert limits.nofile(facts, Policy()).details == ("read /proc/self/limits: missing",)
 
 
 def test_ram_ratio_in_a_container_uses_its_memory_limit():

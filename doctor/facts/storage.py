@@ -69,6 +69,9 @@ class NvmeController:
     transport: str = ""  # "pcie", "tcp", "rdma", "fc", "loop"; "" when sysfs has none
     namespaces: tuple[str, ...] = ()  # "nvme0n1", or "nvme0c0n1" under native multipath
     smart: SmartHealth | None = None
+    # Why the SMART read itself failed (timed out, broke): the doctor could not look. ""
+    # when it answered, or when no tool is there to ask (a note, not a failure).
+    smart_error: str = ""
     notes: tuple[str, ...] = ()
 
 
@@ -181,7 +184,8 @@ class _SmartReader:
         self.nvme_cli = True
         self.smartctl = True
 
-    def read(self, ctrl: str) -> tuple[SmartHealth | None, list[str]]:
+    def read(self, ctrl: str) -> tuple[SmartHealth | None, list[str], str]:
+        """(health, notes, error): error names a read that timed out or broke."""
         notes: list[str] = []
         for tool, argv_of, parse in (
             ("nvme_cli", nvme_smart_argv, parse_nvme_smart_log),
@@ -194,22 +198,26 @@ class _SmartReader:
             if answer.status in (NOT_INSTALLED, MISSING):
                 setattr(self, tool, False)
                 continue
+            if answer.status in (TIMEOUT, ERROR):
+                return None, [answer.describe()], answer.describe()
             if not answer.ok:
-                return None, [answer.describe()]
+                return None, [answer.describe()], ""
             out = answer.value
             if not out.stdout.strip():
                 why = _stderr_line(answer)
-                return None, [f"`{' '.join(argv)}` exited {out.returncode}: {why or 'no output'}"]
+                ran = f"`{' '.join(argv)}` exited {out.returncode}: {why or 'no output'}"
+                return None, [ran], ""
             health = parse(answer.text)
             if out.returncode != 0:  # smartctl's exit status is a bit field; JSON still comes
                 notes.append(f"`{' '.join(argv)}` exited {out.returncode}")
             if not health.has_values:
-                return None, [*notes, *health.notes]
-            return health, notes
-        return None, [
+                return None, [*notes, *health.notes], ""
+            return health, notes, ""
+        no_tool = (
             "no SMART tool: neither nvme-cli (`nvme`) nor smartmontools (`smartctl`) is "
             "installed (or recorded); install nvme-cli or smartmontools to read NVMe health"
-        ]
+        )
+        return None, [no_tool], ""
 
 
 @fact("storage.nvme")
@@ -233,11 +241,11 @@ def nvme(ctx: FactContext) -> tuple[NvmeController, ...]:
         }
         entries = read_listing(ctx.host, base, notes) or ()
         namespaces = tuple(sorted(e for e in entries if re.fullmatch(r"nvme\d+(?:c\d+)?n\d+", e)))
-        health = None
+        health, smart_error = None, ""
         if attrs["state"] and attrs["state"] != "live":
             notes.append(f"controller state is {attrs['state']!r}: SMART not asked")
         else:
-            health, more = smart.read(name)
+            health, more, smart_error = smart.read(name)
             notes.extend(more)
         controllers.append(
             NvmeController(
@@ -249,6 +257,7 @@ def nvme(ctx: FactContext) -> tuple[NvmeController, ...]:
                 transport=attrs["transport"],
                 namespaces=namespaces,
                 smart=health,
+                smart_error=smart_error,
                 notes=tuple(notes),
             )
         )

@@ -28,7 +28,11 @@ def _console(stream: TextIO, color: str):
             self.quiet = True
             raise BrokenPipeError(errno.EPIPE, "the reader closed the pipe")
 
-    kwargs: dict = {"file": stream, "highlight": False, "soft_wrap": True}
+    # A terminal gets lines wrapped at its width with a hanging indent; a pipe or a file
+    # gets each item on one line (grep, logs).
+    isatty = getattr(stream, "isatty", None)
+    tty = bool(isatty and isatty())
+    kwargs: dict = {"file": stream, "highlight": False, "soft_wrap": not tty}
     if color == "always":
         kwargs["force_terminal"] = True
     elif color == "never":
@@ -39,76 +43,115 @@ def _console(stream: TextIO, color: str):
 def render_text(
     report: Report, *, verbose: bool = False, color: str = "auto", stream: TextIO | None = None
 ) -> None:
-    from rich.markup import escape
-
     stream = stream or sys.stdout
     unicode = (getattr(stream, "encoding", "") or "").lower().replace("-", "") == "utf8"
     if not unicode and hasattr(stream, "reconfigure"):
         # A latin-1 or ASCII terminal: "≥" in a summary must not end the run.
         stream.reconfigure(errors="replace")
-    console = _console(stream, color)
+    write_checklist(_console(stream, color), report, verbose=verbose, unicode=unicode)
+
+
+def write_checklist(console, report: Report, *, verbose: bool, unicode: bool) -> None:
+    """The checklist on a Rich console: wrapped at its width unless it soft-wraps."""
+    from rich.text import Text
+
     host = report.host
     head = " · ".join(
         str(v) for v in (host.get("hostname"), host.get("os"), host.get("source")) if v
     )
-    console.print(f"[bold]dldoctor {escape(report.tool.get('version', ''))}[/] {escape(head)}")
+    _hang(
+        console,
+        Text(""),
+        Text.assemble((f"dldoctor {report.tool.get('version', '')}", "bold"), f" {head}"),
+    )
     console.print()
     shown = [f for f in report.findings if verbose or f.status != Status.SKIP]
     for f in shown:
-        _finding(console, f, verbose, unicode, escape)
+        _finding(console, f, verbose, unicode)
     hidden = len(report.findings) - len(shown)
     if hidden:
         # Most checks do not apply to a given host (no InfiniBand, no RAID, ...): listing
         # each skip buries the findings that matter.
-        console.print(
-            f"[dim]{hidden} check(s) not applicable here (-v lists them with the reason)[/]"
+        _hang(
+            console,
+            Text(""),
+            Text(f"{hidden} check(s) not applicable here (-v lists them with the reason)", "dim"),
         )
     console.print()
-    console.print(_footer(report, unicode))
+    _hang(console, Text(""), Text(_footer(report, unicode)))
 
 
-def _finding(console, f: Finding, verbose: bool, unicode: bool, escape) -> None:
+def _hang(console, prefix, body) -> None:
+    """`prefix` then `body`, its continuation lines indented under the body's start.
+    Lines break between words; only a word longer than a whole line is folded."""
+    from rich.text import Text
+
+    if console.soft_wrap:
+        console.print(prefix + body)
+        return
+    indent = prefix.cell_len
+    lines = body.wrap(console, max(console.width - indent, 20), overflow="fold")
+    for i, line in enumerate(lines):
+        line.rstrip()  # the space the line broke at
+        console.print((prefix if i == 0 else Text(" " * indent)) + line, soft_wrap=True)
+
+
+def _finding(console, f: Finding, verbose: bool, unicode: bool) -> None:
+    from rich.text import Text
+
     glyph, style = GLYPHS[f.status]
     if not unicode:
         glyph = ASCII[f.status]
-    console.print(f"[{style}]\\[{glyph}][/] [bold]{escape(f.title)}[/]: {escape(f.summary)}")
+    _hang(console, Text.assemble((f"[{glyph}]", style), " "),
+          Text.assemble((f.title, "bold"), f": {f.summary}"))  # fmt: skip
     bullet = "•" if unicode else "*"
     if verbose or f.status in (Status.FAIL, Status.ERROR):
         for line in f.details:
-            console.print(f"    {bullet} {escape(line)}")
+            _hang(console, Text(f"    {bullet} "), Text(line))
     if f.remediation:
         arrow = "→" if unicode else "->"
-        console.print(f"    [{style}]{arrow}[/] {escape(f.remediation)}")
+        _hang(console, Text.assemble("    ", (arrow, style), " "), Text(f.remediation))
     if f.fixes:
-        console.print(f"    fix: {escape(', '.join(f.fixes))}")
+        _hang(console, Text("    fix: "), Text(", ".join(f.fixes)))
     if verbose:
-        console.print(
-            f"    [dim]id {escape(f.id)} · {f.duration_s * 1000:.1f} ms"
-            f"{'' if f.source == 'builtin' else ' · from ' + escape(f.source)}[/]"
-        )
+        source = "" if f.source == "builtin" else f" · from {f.source}"
+        dim = Text("    ", "dim")
+        _hang(console, dim, Text(f"id {f.id} · {f.duration_s * 1000:.1f} ms{source}", "dim"))
         # A PCI walk reads hundreds of files: the JSON keeps them all, the screen a few.
         shown = f.evidence[:EVIDENCE_LINES]
         for ev in shown:
-            console.print(f"    [dim]evidence: {escape(str(ev))}[/]")
+            _hang(console, Text("    evidence: ", "dim"), Text(str(ev), "dim"))
         if len(f.evidence) > len(shown):
-            console.print(
-                f"    [dim]evidence: ... and {len(f.evidence) - len(shown)} more "
-                "(--json lists them all)[/]"
+            more = len(f.evidence) - len(shown)
+            _hang(
+                console, dim, Text(f"evidence: ... and {more} more (--json lists them all)", "dim")
             )
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _footer(report: Report, unicode: bool) -> str:
     c = counts(report.findings)
     parts = [
         f"{c['pass']} passed",
-        f"{c['warn']} warnings",
+        _plural(c["warn"], "warning", "warnings"),
         f"{c['fail']} failed",
         f"{c['skip']} skipped",
-        f"{c['error']} errors",
+        _plural(c["error"], "error", "errors"),
     ]
     line = ", ".join(parts) + f" in {report.duration_s:.2f} s."
-    problems = c["fail"] + c["warn"] + c["error"]
-    if problems == 0:
+    issues = c["fail"] + c["warn"]
+    # An error is a check that could not look, not something wrong with the host.
+    unfinished = (
+        f"{_plural(c['error'], 'check', 'checks')} could not finish (errors, not verdicts)"
+        if c["error"]
+        else ""
+    )
+    if issues == 0 and not unfinished:
         return line + " No issues found!"
-    noun = "check" if problems == 1 else "checks"
-    return line + f" Doctor found issues in {problems} {noun}."
+    if issues == 0:
+        return line + f" No issues found by the checks that finished; {unfinished}."
+    found = f" Doctor found issues in {_plural(issues, 'check', 'checks')}"
+    return line + found + (f"; {unfinished}." if unfinished else ".")
