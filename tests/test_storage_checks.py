@@ -340,7 +340,10 @@ def test_a_failing_drive_still_fails_beside_one_whose_smart_timed_out(tmp_path):
     b.command(smartctl_argv("nvme1"), status="timeout", timeout_s=10)
     outcome = nvme_check(b)
     assert outcome.status == Status.FAIL
-    assert any(d.startswith("nvme1: `smartctl -H -A -j /dev/nvme1` did not answer") for d in outcome.details)
+    assert any(
+        d.startswith("nvme1: `smartctl -H -A -j /dev/nvme1` did not answer")
+        for d in outcome.details
+    )
 
 
 @pytest.mark.parametrize("status", ["not_installed", "permission_denied"])
