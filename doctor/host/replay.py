@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import os
 import stat
 from collections.abc import Sequence
@@ -75,11 +76,19 @@ class ReplayHost(Host):
                         raise ValueError(f"content_b64 of {path}: {exc}") from None
                     value = value[:max_bytes]
                 return _from_meta(READ, path, meta, value)
-            real = self.bundle.files_path(path)
-            # One open and one fstat, not three stats: a 64-GPU replay reads thousands of
-            # files. Non-blocking, so a FIFO planted in a bundle cannot hang the open.
+            # One open and one fstat, not a stat per check: a 64-GPU replay reads thousands
+            # of files. The last part is opened without following it; only a link there
+            # (ELOOP) takes the full resolution inside the bundle. Non-blocking, so a FIFO
+            # planted in a bundle cannot hang the open.
+            flags = os.O_RDONLY | os.O_NONBLOCK
             try:
-                fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK)
+                try:
+                    fd = os.open(self.bundle.files_path(path, follow_last=False),
+                                 flags | os.O_NOFOLLOW)  # fmt: skip
+                except OSError as exc:
+                    if exc.errno != errno.ELOOP:
+                        raise
+                    fd = os.open(self.bundle.files_path(path), flags)
             except (FileNotFoundError, NotADirectoryError):
                 return Answer(READ, path, MISSING)
             mode = os.fstat(fd).st_mode
