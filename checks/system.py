@@ -40,7 +40,13 @@ def os_release(facts: Facts, policy: Policy) -> Outcome:
     )
     rel = facts.get(sysfacts.os_release)
     if not rel.id:
-        return warned("distribution unknown: no readable os-release", rel.notes, remediation=advice)
+        return warned(
+            "distribution unknown: no readable os-release",
+            rel.notes,
+            remediation="Every supported distribution ships /etc/os-release (or "
+            "/usr/lib/os-release): restore it from the base-files / systemd package; dldoctor "
+            "judges the distribution by it.",
+        )
     name = rel.display or rel.id
     if rel.id not in supported:
         return warned(

@@ -103,11 +103,17 @@ def test_os_remediation_names_what_the_policy_in_force_supports():
     from dldoctor.policy import OsPolicy, SupportedOs
 
     site = Policy(os=OsPolicy((SupportedOs("sles", "15.5"), SupportedOs("ubuntu", "24.04"))))
-    for rel in (osrel("rhel", "9.3"), osrel("ubuntu", "22.04"), sf.OsRelease()):
+    for rel in (osrel("rhel", "9.3"), osrel("ubuntu", "22.04")):
         outcome = checks.os_release(Facts.given({sf.os_release: rel}), site)
         assert outcome.status == Status.WARN
         assert "(sles ≥ 15.5, ubuntu ≥ 24.04)" in outcome.remediation
         assert "RHEL" not in outcome.remediation and "22.04" not in outcome.remediation
+
+
+def test_an_unreadable_os_release_asks_for_the_file_not_for_another_release():
+    outcome = checks.os_release(Facts.given({sf.os_release: sf.OsRelease()}), Policy())
+    assert outcome.status == Status.WARN
+    assert "/etc/os-release" in outcome.remediation and "Move" not in outcome.remediation
 
 
 @pytest.mark.parametrize("release, status", [
