@@ -164,3 +164,52 @@ def test_a_prefetched_command_runs_once_early_and_answers_its_first_asker(tmp_pa
     assert counter.read_text() == "run\n"
     assert host.run(["slow"]).ok  # a second asker runs it anew
     assert counter.read_text() == "run\nrun\n"
+
+
+@pytest.mark.parametrize(("stream", "redirect"), [("stdout", ""), ("stderr", " >&2")])
+def test_endless_output_is_cut_at_the_cap_while_it_streams(tmp_path, stream, redirect):
+    # `yes` never ends: buffering all it printed until the timeout took 22 GB in 80 s.
+    fake_command(tmp_path, "chatty", f"echo started >&2; yes{redirect}")
+    host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, command_timeout=5,
+                    max_stdout=100_000, max_stderr=30_000)  # fmt: skip
+    start = time.monotonic()
+    answer = host.run(["chatty"])
+    assert time.monotonic() - start < 5 + 1
+    assert answer.status == ERROR
+    cap = 100_000 if stream == "stdout" else 30_000
+    assert answer.error == f"output truncated at {cap} bytes of {stream} ({cap / 1024:g} KiB): " \
+                           "the command was stopped"  # fmt: skip
+    assert f"`chatty`: output truncated at {cap} bytes of {stream}" in answer.describe()
+    kept = getattr(answer.value, stream)
+    assert len(kept) == cap
+    assert set(kept.split(b"\n")[:-1]) == ({b"y"} if stream == "stdout" else {b"started", b"y"})
+
+
+def test_output_up_to_the_cap_is_whole_and_ok(tmp_path):
+    fake_command(tmp_path, "exact", "head -c 100000 /dev/zero; head -c 30000 /dev/zero >&2")
+    host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, max_stdout=100_000,
+                    max_stderr=30_000)  # fmt: skip
+    answer = host.run(["exact"])
+    assert answer.status == OK and answer.value.returncode == 0
+    assert (len(answer.value.stdout), len(answer.value.stderr)) == (100_000, 30_000)
+
+
+def test_a_command_that_closes_its_output_and_runs_on_times_out(tmp_path):
+    fake_command(tmp_path, "detach", "echo hi; exec >&- 2>&-; sleep 300")
+    host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, command_timeout=0.5)
+    start = time.monotonic()
+    assert host.run(["detach"]).status == TIMEOUT
+    assert time.monotonic() - start < 2.5
+
+
+def test_a_truncated_run_replays_as_the_same_error(tmp_path):
+    from dldoctor.host import RecordingHost
+    from dldoctor.host.replay import ReplayHost
+
+    fake_command(tmp_path, "chatty", "yes")
+    live = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, max_stdout=10_000)
+    recorder = RecordingHost(live)
+    said = recorder.run(["chatty", "-v"])
+    replayed = ReplayHost(recorder.write_bundle(str(tmp_path / "bundle"))).run(["chatty", "-v"])
+    assert (replayed.status, replayed.describe()) == (ERROR, said.describe())
+    assert "output truncated at 10000 bytes of stdout" in replayed.describe()

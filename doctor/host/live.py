@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import selectors
 import shutil
 import signal
 import subprocess
@@ -38,6 +39,8 @@ from dldoctor.host.base import (
 from dldoctor.host.paths import resolve_in_root
 
 READ_CHUNK = 64 * 1024
+# A command's stderr is read for one line of diagnosis; more than this is a tool gone wrong.
+MAX_STDERR_BYTES = 1024 * 1024
 STATVFS_FIELDS = (
     "f_bsize",
     "f_frsize",
@@ -156,8 +159,11 @@ class LiveHost(Host):
         probe_timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         probes: Mapping[str, Callable[[], Any]] | None = None,
+        max_stdout: int = DEFAULT_MAX_BYTES,
+        max_stderr: int = MAX_STDERR_BYTES,
     ):
         self.root = os.path.abspath(root)
+        self.max_stdout, self.max_stderr = max_stdout, max_stderr
         self.command_timeout = command_timeout
         self.fs_timeout = fs_timeout
         self.probe_timeout = command_timeout if probe_timeout is None else probe_timeout
@@ -330,14 +336,64 @@ class LiveHost(Host):
         if proc is None:
             return Answer(op, key, ERROR, error="not run: dldoctor is exiting")
         try:
-            out, err = proc.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            return Answer(op, key, TIMEOUT, duration_s=time.monotonic() - start, timeout_s=limit)
+            out, err, over = self._collect(proc, start + limit)
+            if out is None:  # the deadline came first
+                _kill_group(proc)
+                return Answer(op, key, TIMEOUT, duration_s=time.monotonic() - start,
+                              timeout_s=limit)  # fmt: skip
+            if over:  # no answer can be read from output cut short: stop it now
+                _kill_group(proc)
+            else:
+                try:
+                    proc.wait(timeout=max(0.0, start + limit - time.monotonic()))
+                except subprocess.TimeoutExpired:  # closed its pipes but kept running
+                    _kill_group(proc)
+                    return Answer(op, key, TIMEOUT, duration_s=time.monotonic() - start,
+                                  timeout_s=limit)  # fmt: skip
         finally:
             CHILDREN.done(proc)
-        result = CommandResult(proc.returncode, out[:DEFAULT_MAX_BYTES], err[:DEFAULT_MAX_BYTES])
-        return Answer(op, key, OK, result, duration_s=time.monotonic() - start, timeout_s=limit)
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+        result = CommandResult(proc.returncode if proc.returncode is not None else -9, out, err)
+        duration = time.monotonic() - start
+        if over:
+            # An error, not a verdict: the fact sees why, and the finding names it. The part
+            # read is kept in `value` for whoever wants to look at it.
+            return Answer(op, key, ERROR, result, error=over, duration_s=duration,
+                          timeout_s=limit)  # fmt: skip
+        return Answer(op, key, OK, result, duration_s=duration, timeout_s=limit)
+
+    def _collect(self, proc: subprocess.Popen, deadline: float) -> tuple[bytes | None, bytes, str]:
+        """Read stdout and stderr as they stream, each up to its cap, until both end.
+
+        (stdout, stderr, "") at end of output; (None, b"", "") at the deadline; what was
+        read and why it stopped ("output truncated at ...") when a stream went over its cap.
+        Memory stays bounded by the caps whatever the command prints.
+        """
+        caps = {"stdout": self.max_stdout, "stderr": self.max_stderr}
+        kept = {"stdout": bytearray(), "stderr": bytearray()}
+        over = ""
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
+            sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
+            while sel.get_map() and not over:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None, b"", ""
+                for sk, _ in sel.select(left):
+                    name = sk.data
+                    chunk = os.read(sk.fd, READ_CHUNK)
+                    if not chunk:
+                        sel.unregister(sk.fileobj)
+                        continue
+                    buf, room = kept[name], caps[name] - len(kept[name])
+                    buf += chunk[:room]
+                    if len(chunk) > room:
+                        over = (f"output truncated at {caps[name]} bytes of {name} "
+                                f"({_size(caps[name])}): the command was stopped")  # fmt: skip
+                        break
+        return bytes(kept["stdout"]), bytes(kept["stderr"]), over
 
 
 class _Early:
@@ -373,9 +429,12 @@ def _kill_group(proc: subprocess.Popen) -> None:
     except OSError:
         proc.kill()
     try:
-        proc.communicate(timeout=1.0)
+        proc.wait(timeout=1.0)
     except subprocess.TimeoutExpired:
-        # A child in uninterruptible sleep keeps the pipes; give up on them, not on the run.
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        # In uninterruptible sleep: give up on reaping it, not on the run. The pipes are
+        # not read again, so a grandchild that holds them cannot hang us either.
+        pass
+
+
+def _size(n: int) -> str:
+    return f"{n / (1024 * 1024):g} MiB" if n >= 1024 * 1024 else f"{n / 1024:g} KiB"
