@@ -121,7 +121,8 @@ def nccl(ctx: FactContext) -> tuple[Nccl, ...]:
 
 # --- library sonames ------------------------------------------------------------------
 
-_LDCONFIG_LINE = re.compile(r"\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*?)\s*")
+# The path is stripped in Python: a lazy `.*?` before `\s*` was quadratic on a long line.
+_LDCONFIG_LINE = re.compile(r"\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*)")
 _SONAME_BASE = re.compile(r"(lib[^.]+)\.so")
 LIBRARY_BASES = ("libcudart", "libcudnn", "libnccl", "libnvidia-ml", "libcuda")
 
@@ -145,8 +146,9 @@ def parse_ldconfig(text: str) -> tuple[dict[str, tuple[str, ...]], list[str]]:
         if m is None:
             unparsed += 1
             continue
-        if _wanted(m.group(1)) and m.group(3) not in libs.setdefault(m.group(1), []):
-            libs[m.group(1)].append(m.group(3))
+        path = m.group(3).rstrip()
+        if _wanted(m.group(1)) and path not in libs.setdefault(m.group(1), []):
+            libs[m.group(1)].append(path)
     notes = [f"{unparsed} unparsed ldconfig line(s)"] if unparsed else []
     return {k: tuple(v) for k, v in libs.items()}, notes
 

@@ -5,6 +5,8 @@ JAX's CUDA plugins."""
 
 from __future__ import annotations
 
+import ast
+import functools
 import posixpath
 import re
 from dataclasses import dataclass
@@ -25,16 +27,33 @@ from dldoctor.host.base import Answer
 # --- frameworks -----------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4)
+def _py_literals(text: str) -> dict[str, object]:
+    """The module-level `name = <literal>` assignments of a generated version file, read
+    with `ast` (never executed): a regex over its lines was quadratic on a long one."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # not Python, NUL bytes
+        return {}
+    values: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+            values.setdefault(target.id, value.value)
+    return values
+
+
 def _py_value(text: str, name: str) -> str | None:
     """`name = 'x'` / `name: Optional[str] = "x"` -> "x"; `= None` -> ""; absent -> None."""
-    m = re.search(rf"^{name}\s*(?::[^=\n]*)?=\s*(.*?)\s*(?:#.*)?$", text, re.MULTILINE)
-    if m is None:
-        return None
-    raw = m.group(1)
-    q = re.fullmatch(r"""(['"])(.*)\1""", raw)
-    if q:
-        return q.group(2)
-    return "" if raw == "None" else None
+    value = _py_literals(text).get(name, ...)
+    if isinstance(value, str):
+        return value
+    return "" if value is None else None
 
 
 @dataclass(frozen=True)

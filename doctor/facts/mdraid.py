@@ -25,7 +25,7 @@ _FLAG_ROLES = {"F": "failed", "S": "spare", "R": "replacement", "J": "journal", 
 _ROLE_ORDER = ("F", "S", "R", "J", "W")  # a faulty write-mostly member is "failed"
 
 _LEVEL = re.compile(r"(?:raid\d+|linear|multipath|faulty)", re.IGNORECASE)
-_HEADER = re.compile(r"\s*(md[^\s:]*)\s*:\s*(.*?)\s*")
+_HEADER = re.compile(r"\s*(md[^\s:]*)\s*:(.*)")  # the state is stripped after: linear
 _MEMBER = re.compile(r"(\S+?)\[(\d+)\]((?:\([A-Z]\))*)")
 _SYNC = re.compile(
     r"(?P<action>recovery|resync|check|reshape|repair)\s*=\s*(?P<pct>\d+(?:\.\d+)?)%"
@@ -33,6 +33,11 @@ _SYNC = re.compile(
     r"(?:\s*finish\s*=\s*(?P<finish>\d+(?:\.\d+)?)min)?"
     r"(?:\s*speed\s*=\s*(?P<speed>\d+)K/sec)?"
 )
+# A number starts after a non-digit (lookbehind): searching from inside a run of digits
+# would rescan the run once per starting position (quadratic on a line of 80k zeros).
+_BLOCKS = re.compile(r"(?<!\d)(\d+)\s+blocks\b")
+_CHUNK = re.compile(r"(?<!\d)(\d+[kKmM])\s+chunks?\b")
+_BRACKETED = re.compile(r"\[([^\[\]\s]+)\]")  # no `[` inside: linear on "[[[["
 _SYNC_WAITING = re.compile(
     r"(?P<action>recovery|resync|check|reshape|repair)\s*=\s*(DELAYED|PENDING)"
 )
@@ -157,13 +162,13 @@ class _Builder:
                 speed_kps=to_int(sync.group("speed")),
             )
             return
-        m = re.search(r"(\d+)\s+blocks\b", stripped)
+        m = _BLOCKS.search(stripped)
         if m:
             self.blocks = to_int(m.group(1))
             sup = re.search(r"\bsuper\s+(\S+)", stripped)
             if sup:
                 self.metadata = sup.group(1)
-            chunk = re.search(r"(\d+[kKmM])\s+chunks?\b", stripped)
+            chunk = _CHUNK.search(stripped)
             if chunk:
                 self.chunk = chunk.group(1).lower()
             counts = re.search(r"\[(\d+)/(\d+)\]", stripped)
@@ -218,7 +223,7 @@ def parse_mdstat(text: str) -> Mdstat:
         if not line:
             continue
         if line.startswith("Personalities"):
-            personalities = tuple(re.findall(r"\[([^\]\s]+)\]", line))
+            personalities = tuple(_BRACKETED.findall(line))
             continue
         if line.startswith("unused devices"):
             value = line.partition(":")[2].strip()
@@ -230,7 +235,7 @@ def parse_mdstat(text: str) -> Mdstat:
         if header:
             if current is not None:
                 arrays.append(current.build())
-            current = _Builder(header.group(1), header.group(2))
+            current = _Builder(header.group(1), header.group(2).strip())
             continue
         if current is None:
             notes.append(f"line outside any array: {line[:80]!r}")
@@ -270,7 +275,9 @@ class MdadmDetail:
     fields: dict[str, str] = field(default_factory=dict)  # every `Key : value` line
 
 
-_KEY_VALUE = re.compile(r"\s*([A-Z][A-Za-z /-]*?)\s*:(?:\s+(.*?))?\s*")
+# `Key : value` is split at the colon and stripped in Python: a lazy key or value next to
+# `\s*` made one long line of spaces cost quadratic time (21 s on 100k).
+_KEY = re.compile(r"[A-Z][A-Za-z /-]*")
 _TABLE_HEADER = re.compile(r"\s*Number\s+Major\s+Minor\s+RaidDevice\s+State\s*")
 
 
@@ -305,9 +312,10 @@ def parse_mdadm_detail(text: str) -> MdadmDetail:
             if row is not None:
                 members.append(row)
                 continue
-        kv = _KEY_VALUE.fullmatch(line)
-        if kv and not in_table:
-            fields[kv.group(1)] = kv.group(2) or ""
+        key, sep, value = line.partition(":")
+        key = key.rstrip()
+        if sep and not in_table and _KEY.fullmatch(key) and (not value or value[0].isspace()):
+            fields[key] = value.strip()
             continue
         notes.append(f"unparsed line {line[:80]!r}")
     if "Device Role" in fields or "Magic" in fields:

@@ -20,7 +20,9 @@ SOURCE_SMI = "nvidia-smi nvlink -s"
 
 # `GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)`, then a tab-indented line per link:
 # `Link 3: 26.562 GB/s` when up, `Link 3: <inactive>` when down; or one sentence instead.
-_GPU_LINE = re.compile(r"GPU (\d+): .*?(?:\(UUID: (\S+?)\))?\s*$")
+# The UUID is looked for apart: a lazy name before an optional UUID and `\s*` was quadratic.
+_GPU_LINE = re.compile(r"GPU (\d+): (.*)")
+_UUID_AT_END = re.compile(r"\(UUID: (\S+)\)$")
 _LINK_LINE = re.compile(r"Link (\d+): (.*)$")
 _ALL_INACTIVE = "all links are inactive"  # "NVML: Unable to retrieve Nvlink ... inActive"
 _NO_NVLINK = "does not have or support nvlink"
@@ -47,7 +49,10 @@ def parse_nvlink_status(text: str) -> tuple[tuple[LinkStatus, ...], tuple[str, .
             continue
         gpu = _GPU_LINE.fullmatch(line)
         if gpu:
-            blocks.append({"index": int(gpu.group(1)), "uuid": gpu.group(2) or "", "links": {}})
+            uuid = _UUID_AT_END.search(gpu.group(2))
+            blocks.append(
+                {"index": int(gpu.group(1)), "uuid": uuid.group(1) if uuid else "", "links": {}}
+            )
             continue
         if not blocks:
             notes.append(f"nvlink -s: text before the first GPU ignored: {line[:80]!r}")

@@ -135,20 +135,21 @@ class Requirement:
         return bool(re.search(r"\bextra\s*==", self.marker))
 
 
-_REQUIREMENT = re.compile(
-    r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*([^;]*?)\s*(?:;(.*))?"
-)
+# The marker is split off and the specifier stripped in Python: a lazy specifier between
+# two `\s*` made `a (` + 100k spaces + `)x` take minutes (holding the GIL).
+_REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?(.*)", re.DOTALL)
 
 
 def parse_requirement(line: str) -> Requirement | None:
     """One Requires-Dist value (PEP 508 subset: name, extras, specifier, marker)."""
-    m = _REQUIREMENT.fullmatch(line)
+    requirement, _, marker = line.partition(";")
+    m = _REQUIREMENT.fullmatch(requirement)
     if m is None:
         return None
     spec = m.group(2).strip()
     if spec.startswith("(") and spec.endswith(")"):
         spec = spec[1:-1].strip()
-    return Requirement(canonical_name(m.group(1)), spec, (m.group(3) or "").strip())
+    return Requirement(canonical_name(m.group(1)), spec, marker.strip())
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,9 @@ MAX_GID_SLOTS = 256  # GID table slots looked at per port (mlx5 RoCE tables hold
 
 # --- parsers --------------------------------------------------------------------------
 
-_STATE = re.compile(r"^\s*(\d{1,3})\s*:\s*(.*?)\s*$")
+# Values (and keys) are stripped in Python: a lazy group next to `\s*` is quadratic on a
+# long run of blanks.
+_STATE = re.compile(r"^\s*(\d{1,3})\s*:(.*)")
 _RATE = re.compile(r"^\s*(\d{1,5}(?:\.\d{1,3})?)\s*Gb/sec\b")
 
 
@@ -52,7 +54,7 @@ def parse_state(text: str) -> tuple[int | None, str]:
     m = _STATE.match(first)
     if m is None:
         return None, first.strip()
-    return int(m.group(1)), m.group(2)
+    return int(m.group(1)), m.group(2).strip()
 
 
 def parse_rate(text: str) -> float | None:
@@ -91,7 +93,7 @@ class IbvDevinfo:
     notes: tuple[str, ...] = ()
 
 
-_KV = re.compile(r"^\s*([A-Za-z_][\w ]*?)\s*:\s*(.*?)\s*$")
+_KV = re.compile(r"^\s*([A-Za-z_][\w \t]*):(.*)")
 _WORD_CODE = re.compile(r"^(\S+)\s*\((\d+)\)$")
 _INT_CODE = re.compile(r"^(\d+)(?:\s*\(\d+\))?$")
 
@@ -121,7 +123,7 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
         m = _KV.match(line)
         if m is None:
             continue
-        key, value = m.group(1), m.group(2)
+        key, value = m.group(1).rstrip(), m.group(2).strip()
         if key == "hca_id":
             flush()
             hca = value

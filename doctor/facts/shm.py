@@ -92,7 +92,7 @@ class TransparentHugepages:
 
 def parse_thp_mode(text: str) -> str:
     """`always [madvise] never` -> "madvise"; "" when no choice is bracketed."""
-    m = re.search(r"\[([^\]\s]+)\]", text)
+    m = re.search(r"\[([^\[\]\s]+)\]", text)  # no `[` inside: linear on "[[[["
     return m.group(1) if m else ""
 
 

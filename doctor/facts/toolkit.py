@@ -39,7 +39,10 @@ def parse_nvcc_version(text: str) -> tuple[str, str]:
     return (m.group(1), m.group(2)) if m else ("", "")
 
 
-_EXEC_TARGET = re.compile(r"""(/[^\s"'`;|&]*/bin/nvcc)(?![\w.-])""")
+# A shell word, then its last `/bin/nvcc`: one pattern for both rescanned a long run of
+# path characters from every `/` in it (quadratic).
+_SHELL_WORD = re.compile(r"""[^\s"'`;|&]+""")
+_NVCC_END = re.compile(r"/bin/nvcc(?![\w.-])")
 
 
 def nvcc_script_target(text: str) -> str:
@@ -47,8 +50,11 @@ def nvcc_script_target(text: str) -> str:
     "$@"`); "" when the text is not a script or names none."""
     if not text.startswith("#!"):
         return ""
-    m = _EXEC_TARGET.search(text)
-    return m.group(1) if m else ""
+    for word in _SHELL_WORD.finditer(text):
+        ends = [m.end() for m in _NVCC_END.finditer(word.group())]
+        if ends:
+            return word.group()[word.group().find("/") : ends[-1]]
+    return ""
 
 
 @dataclass(frozen=True)
@@ -118,14 +124,20 @@ def parse_version_txt(text: str) -> tuple[str, list[str]]:
     return m.group(1), []
 
 
+# The value's comment and trailing blanks are cut in Python: a lazy value before `[ \t]*`
+# and an optional comment made one `#define` line of 100k spaces cost a minute.
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+(\S[^\n]*)", re.MULTILINE)
+
+
 def define(text: str, macro: str) -> str | None:
     """The value of `#define MACRO value` (first match), or None."""
-    m = re.search(
-        rf"^[ \t]*#[ \t]*define[ \t]+{macro}[ \t]+(\S[^\n]*?)[ \t]*(?://.*|/\*.*)?$",
-        text,
-        re.MULTILINE,
-    )
-    return m.group(1) if m else None
+    for m in _DEFINE.finditer(text):
+        if m.group(1) == macro:
+            value = m.group(2)
+            for comment in ("//", "/*"):
+                value = value.partition(comment)[0]
+            return value.rstrip() or None
+    return None
 
 
 def cuda_version_from_header(text: str, macro: str) -> str:
