@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+MAX_PART_DIGITS = 4300  # int()'s limit for a string; no release number comes near it
 _LEADING = re.compile(r"\d+(?:\.\d+)*")
 
 
@@ -11,13 +12,17 @@ def version_tuple(text: str | None) -> tuple[int, ...] | None:
     """The leading dotted number of `text` as ints, or None if it has none.
 
     `22.04` is (22, 4): release numbers compare numerically, so 22.10 > 22.04.
+    A part longer than int() reads makes the whole text unparseable.
     """
     if not text:
         return None
     m = _LEADING.search(text.strip())
     if m is None:
         return None
-    return tuple(int(p) for p in m.group(0).split("."))
+    parts = m.group(0).split(".")
+    if any(len(p) > MAX_PART_DIGITS for p in parts):
+        return None
+    return tuple(int(p) for p in parts)
 
 
 def at_least(found: str | None, minimum: str) -> bool | None:

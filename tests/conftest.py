@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 TESTS = Path(__file__).parent
 FIXTURES = TESTS / "fixtures"
@@ -38,3 +39,19 @@ def verdicts(report: dict) -> dict[str, str]:
 @pytest.fixture
 def hosts() -> Path:
     return HOSTS
+
+
+# Hypothesis: a bounded run in the normal suite; DLDOCTOR_DEEP=1 for a long one.
+settings.register_profile(
+    "default",
+    max_examples=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "deep",
+    max_examples=5000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("deep" if os.environ.get("DLDOCTOR_DEEP") == "1" else "default")

@@ -6,11 +6,11 @@ drives it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.gpu import normalise_pci_bus_id
+from dldoctor.facts.reading import load_json
 
 ROCM_SMI = ["rocm-smi", "--showproductname", "--showdriverversion", "--showbus", "--json"]
 
@@ -34,10 +34,9 @@ class AmdStack:
 
 def parse_rocm_smi_json(text: str) -> tuple[list[AmdGpu], str, list[str]]:
     """`rocm-smi ... --json`: {"card0": {"Card series": ..., "PCI Bus": ...}, "system": {...}}."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return [], "", [f"rocm-smi printed no JSON ({exc})"]
+    data, why = load_json(text)
+    if why:
+        return [], "", [f"rocm-smi printed no JSON ({why})"]
     if not isinstance(data, dict):
         return [], "", ["rocm-smi JSON is not an object"]
     gpus = []

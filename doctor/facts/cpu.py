@@ -190,7 +190,8 @@ class CpuFrequency:
 
 
 def _cpu_numbers(entries: tuple[str, ...]) -> list[int]:
-    return sorted(int(e[3:]) for e in entries if re.fullmatch(r"cpu\d+", e))
+    found = (to_int(e[3:]) for e in entries if re.fullmatch(r"cpu\d+", e))
+    return sorted(n for n in found if n is not None)
 
 
 @fact("cpu.frequency")

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
+from dldoctor.facts.reading import to_int
 
 # --- /proc/self/limits ----------------------------------------------------------------
 
@@ -38,11 +39,16 @@ PROC_LIMIT_NAMES = {
 Limit = int | None  # None: unlimited
 
 
+def _counted(digits: str) -> tuple[bool, Limit]:
+    value = to_int(digits)  # None past int()'s digit limit: not understood, not unlimited
+    return value is not None, value
+
+
 def _limit_value(token: str) -> tuple[bool, Limit]:
     if token in ("unlimited", "infinity"):
         return True, None
     if re.fullmatch(r"\d+", token):
-        return True, int(token)
+        return _counted(token)
     return False, None
 
 
@@ -156,7 +162,10 @@ def parse_limits_conf(text: str, file: str = "") -> tuple[list[LimitsEntry], lis
         if raw.lower() in ("unlimited", "infinity"):
             value = None
         elif re.fullmatch(r"-?\d+", raw):
-            value = int(raw)
+            value = to_int(raw)
+            if value is None:
+                notes.append(f"{where}{number}: value {raw[:30]!r} is not a number")
+                continue
             # pam_limits reads -1 as unlimited except for the two items that may be negative.
             if value == -1 and item not in ("priority", "nice"):
                 value = None
@@ -248,7 +257,7 @@ def systemd_limit(raw: str) -> tuple[bool, Limit]:
     if raw == "infinity" or raw == str(2**64 - 1):
         return True, None
     if re.fullmatch(r"\d+", raw):
-        return True, int(raw)
+        return _counted(raw)
     return False, None
 
 

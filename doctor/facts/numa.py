@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
+from dldoctor.facts.reading import to_int
 from dldoctor.facts.system import environ
 from dldoctor.host.base import MISSING, NOT_INSTALLED
 
@@ -38,8 +39,11 @@ def parse_cpulist_notes(text: str) -> tuple[tuple[int, ...], list[str]]:
         if m is None:
             notes.append(f"cpulist piece not understood: {piece[:40]!r}")
             continue
-        first = int(m.group(1))
-        last = int(m.group(2)) if m.group(2) is not None else first
+        first = to_int(m.group(1))
+        last = to_int(m.group(2)) if m.group(2) is not None else first
+        if first is None or last is None:
+            notes.append(f"cpulist number too long: {piece[:40]!r}")
+            continue
         if last < first:
             notes.append(f"cpulist range runs backwards: {piece!r}")
             continue
@@ -71,7 +75,11 @@ def parse_node_meminfo(text: str) -> tuple[dict[str, int], list[str]]:
         if m is None:
             notes.append(f"unparsed node meminfo line: {line.strip()[:60]!r}")
             continue
-        values[m.group(2)] = int(m.group(3)) * (1024 if m.group(4) else 1)
+        number = to_int(m.group(3))
+        if number is None:  # past int()'s digit limit
+            notes.append(f"unparsed node meminfo line: {line.strip()[:60]!r}")
+            continue
+        values[m.group(2)] = number * (1024 if m.group(4) else 1)
     return values, notes
 
 
@@ -99,7 +107,8 @@ class NumaTopology:
 
 
 def _node_numbers(entries: tuple[str, ...]) -> list[int]:
-    return sorted(int(e[4:]) for e in entries if re.fullmatch(r"node\d+", e))
+    found = (to_int(e[4:]) for e in entries if re.fullmatch(r"node\d+", e))
+    return sorted(n for n in found if n is not None)
 
 
 @fact("numa.topology")
@@ -138,7 +147,7 @@ def numa_topology(ctx: FactContext) -> NumaTopology:
     if answer.ok:
         text = answer.text.strip()
         if re.fullmatch(r"-?\d+", text):
-            balancing = int(text)
+            balancing = to_int(text)
         else:
             notes.append(f"numa_balancing reads {text[:20]!r}")
 

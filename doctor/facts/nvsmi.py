@@ -11,6 +11,7 @@ never asked to resolve entities (nvidia-smi declares none, so a document that do
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 from typing import Any
@@ -205,7 +206,11 @@ class _Reader:
                 f"{field}: cannot read {value!r} as a number{' of ' + unit if unit else ''}"
             )
             return None
-        return float(m.group(1))
+        number = float(m.group(1))
+        if not math.isfinite(number):  # 400 nines: float() says inf, int(inf) raises
+            self.notes.append(f"{field}: {value[:40]!r} is out of range")
+            return None
+        return number
 
     def integer(
         self, parent: ET.Element | None, path: str, field: str, unit: str = ""

@@ -23,8 +23,9 @@ fact too. Parsers stay pure functions of text; `to_int` is the integer one they 
 
 from __future__ import annotations
 
+import json
 import posixpath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dldoctor.host.base import MISSING, RUN, TIMEOUT, Answer, Host, ProbeFailed, op_label
 
@@ -100,6 +101,20 @@ def to_int(text: str | None, *, base: int = 10, minimum: int | None = None) -> i
     except ValueError:
         return None
     return None if minimum is not None and value < minimum else value
+
+
+def load_json(text: str) -> tuple[Any, str]:
+    """(the data `text` holds, "") or (None, why not); never raises.
+
+    json.loads raises more than JSONDecodeError: ValueError for an integer past int()'s
+    digit limit (no `.msg` on it) and RecursionError for arrays nested ~1,000 deep.
+    """
+    try:
+        return json.loads(text), ""
+    except RecursionError:
+        return None, "nested too deeply"
+    except ValueError as exc:  # JSONDecodeError, and int()'s digit limit
+        return None, str(exc)[:120]
 
 
 def _link(ctx: FactContext, path: str) -> Answer:

@@ -10,7 +10,6 @@ mounts are asked at once, so N hung mounts cost about one timeout, not N.
 from __future__ import annotations
 
 import functools
-import json
 import posixpath
 import queue
 import re
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dldoctor.facts import Fact, FactContext, fact
-from dldoctor.facts.reading import read_listing, read_text
+from dldoctor.facts.reading import load_json, read_listing, read_text, to_int
 from dldoctor.host.base import ERROR, MISSING, NOT_INSTALLED, STATVFS, TIMEOUT, Answer
 
 SYS_NVME = "/sys/class/nvme"
@@ -93,7 +92,7 @@ def _as_int(value: Any) -> int | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str) and re.fullmatch(r"\s*\d[\d,]*\s*", value):
-        return int(value.replace(",", ""))
+        return to_int(value.replace(",", ""))
     if isinstance(value, dict) and "value" in value:  # {"value": 0, ...} bit-field objects
         return _as_int(value["value"])
     return None
@@ -107,10 +106,9 @@ def _first(data: dict, *keys: str) -> Any:
 
 
 def _load_object(text: str, what: str) -> tuple[dict | None, list[str]]:
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return None, [f"{what} printed no JSON ({exc.msg} at {exc.pos}): {text.strip()[:80]!r}"]
+    data, why = load_json(text)
+    if why:
+        return None, [f"{what} printed no JSON ({why}): {text.strip()[:80]!r}"]
     if not isinstance(data, dict):
         return None, [f"{what} printed JSON that is not an object"]
     return data, []
@@ -226,7 +224,7 @@ def nvme(ctx: FactContext) -> tuple[NvmeController, ...]:
     if not listing.ok:
         return ()
     names = sorted(
-        (n for n in listing.value if re.fullmatch(r"nvme\d+", n)), key=lambda n: int(n[4:])
+        (n for n in listing.value if re.fullmatch(r"nvme\d+", n)), key=lambda n: to_int(n[4:]) or 0
     )
     smart = _SmartReader(ctx)
     controllers = []

@@ -6,14 +6,13 @@ decide which answers to ask for and what a missing answer means.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import shlex
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.facts.reading import to_int
+from dldoctor.facts.reading import load_json, to_int
 from dldoctor.host.base import MISSING, NOT_INSTALLED, OK
 from dldoctor.versions import version_tuple
 
@@ -126,7 +125,11 @@ def parse_meminfo(text: str) -> tuple[dict[str, int], list[str]]:
         if m is None or (m.group(3) or "").lower() not in _UNITS:
             notes.append(f"unparsed line: {line.strip()[:60]!r}")
             continue
-        values[m.group(1)] = int(m.group(2)) * _UNITS[(m.group(3) or "").lower()]
+        number = to_int(m.group(2))
+        if number is None:  # past int()'s digit limit
+            notes.append(f"unparsed line: {line.strip()[:60]!r}")
+            continue
+        values[m.group(1)] = number * _UNITS[(m.group(3) or "").lower()]
     return values, notes
 
 
@@ -211,10 +214,7 @@ def path_python(ctx: FactContext) -> PathPython | None:
             "", "", (), (f"python3 on PATH exited with {answer.value.returncode}{tail}",)
         )
     lines = answer.text.strip().splitlines()  # a shim may print before the script
-    try:
-        data = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        data = None
+    data = load_json(lines[-1])[0] if lines else None
     if not isinstance(data, dict):
         return PathPython("", "", (), (f"python3 on PATH printed {answer.text.strip()[:80]!r}",))
     paths = data.get("sys_path")

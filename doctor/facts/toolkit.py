@@ -13,7 +13,6 @@ ok nor missing becomes a note of the toolkit it concerns.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from collections.abc import Iterable
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.pythonenv import SMALL_FILE_BYTES, parse_dist_dirname
-from dldoctor.facts.reading import follow, note_unless_missing, to_int
+from dldoctor.facts.reading import follow, load_json, note_unless_missing, to_int
 from dldoctor.facts.system import environ
 from dldoctor.host.base import MISSING, NOT_INSTALLED
 
@@ -105,10 +104,9 @@ def _nvcc_on_path(ctx: FactContext, env: dict[str, str], notes: list[str]) -> _N
 
 def parse_version_json(text: str) -> tuple[str, list[str]]:
     """CUDA >= 11.1 `version.json`: {"cuda": {"name": "CUDA SDK", "version": "12.4.1"}, ...}."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return "", [f"version.json is not JSON ({exc})"]
+    data, why = load_json(text)
+    if why:
+        return "", [f"version.json is not JSON ({why})"]
     cuda = data.get("cuda") if isinstance(data, dict) else None
     version = cuda.get("version") if isinstance(cuda, dict) else None
     if not isinstance(version, str) or not re.match(r"\d+\.\d+", version):
