@@ -11,11 +11,14 @@ import base64
 import datetime as _dt
 import hashlib
 import json
+import logging
 import os
 import posixpath
 import re
 import shutil
+import stat
 import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -45,16 +48,32 @@ COMMANDS = "commands"
 PROBES = "probes"
 NVML = "nvml.json"
 MAX_JSON_BYTES = 64 * 1024 * 1024
+# A parsed value costs 50-100 bytes of memory: 64 MiB of `{},` became 1.6 GB and 4.5 s of
+# parsing. Values are counted (commas and brackets, inside strings too) before parsing; a
+# 64-GPU nvml.json has about 20,000.
+MAX_JSON_VALUES = 2_000_000
+# Verifying the manifest is a courtesy, not the job: all of it shares this budget, and past
+# it the replay goes on unverified. A real bundle is a few MiB.
+MAX_VERIFY_BYTES = 256 * 1024 * 1024
+MAX_VERIFY_S = 1.0
+MAX_VERIFY_FILES = 100_000
+_PATH_MAX = 4096  # a longer member name cannot name a file, and costs a quadratic walk
+_CHUNK = 1024 * 1024
 # What makes a directory a bundle: one of these (True: a folder). Anything else (an empty
 # folder, /etc, a checkout) would replay as a host where everything is missing.
 CONTENTS = ((MANIFEST, False), (FILES, True), (COMMANDS, True), (PROBES, True),
             (ANSWERS, False), (NVML, False))  # fmt: skip
 _SLUG_MAX = 120
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=,@-]")
+log = logging.getLogger(__name__)
 
 
 class BundleError(Exception):
     """A bundle that cannot be read; the message is one line for the user."""
+
+
+class _OverBudget(Exception):
+    pass
 
 
 def command_folders(argv: Sequence[str]) -> tuple[str, str]:
@@ -208,7 +227,12 @@ class BundleReader:
         if not isinstance(self.manifest.get("files", {}), dict):
             raise BundleError(f"{path}: {MANIFEST} 'files' must map paths to sha256 digests")
         version = self.manifest.get("format_version", FORMAT_VERSION)
-        if not isinstance(version, int) or version > FORMAT_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise BundleError(
+                f"{path}: {MANIFEST} is not a valid manifest: format_version {version!r} "
+                "is not a positive integer"
+            )
+        if version > FORMAT_VERSION:
             raise BundleError(
                 f"{path}: bundle format version {version!r} is newer than this dldoctor reads "
                 f"({FORMAT_VERSION}); upgrade dldoctor"
@@ -266,6 +290,8 @@ class BundleReader:
             return None
         if len(data) > MAX_JSON_BYTES:
             raise BundleError(f"{self.path}: {rel} is larger than {MAX_JSON_BYTES} bytes")
+        if sum(map(data.count, (b",", b"[", b"{"))) > MAX_JSON_VALUES:
+            raise BundleError(f"{self.path}: {rel} holds more than {MAX_JSON_VALUES} values")
         try:
             return json.loads(data)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -276,13 +302,76 @@ class BundleReader:
         return value if isinstance(value, dict) else None
 
     def verify(self) -> list[str]:
-        """Files whose sha256 differs from the manifest (edited by hand, or damaged)."""
-        changed = []
-        for rel, digest in sorted(self.manifest.get("files", {}).items()):
-            data = self.read_bytes(rel, MAX_JSON_BYTES * 4)
-            if data is None or hashlib.sha256(data).hexdigest() != digest:
+        """Files whose sha256 differs from the manifest (edited by hand, or damaged).
+
+        Names are normalised (`files/./x` is `files/x`), each real file is hashed once
+        whatever its spellings or links, and all hashing shares one budget of bytes and
+        time: past it, verification stops with one warning line and the rest is unchecked.
+        A name that leaves the bundle is a BundleError.
+        """
+        files = self.manifest.get("files", {})
+        if len(files) > MAX_VERIFY_FILES:
+            log.warning("bundle not verified: its manifest names %d files, more than %d",
+                        len(files), MAX_VERIFY_FILES)  # fmt: skip
+            return []
+        digests: dict[str, list[Any]] = {}
+        for rel, digest in files.items():
+            digests.setdefault(self._member(rel), []).append(digest)
+        changed: list[str] = []
+        hashed: dict[tuple[int, int], str | None] = {}  # (st_dev, st_ino) -> sha256
+        budget = [MAX_VERIFY_BYTES, time.monotonic() + MAX_VERIFY_S]
+        names = sorted(digests)
+        for done, rel in enumerate(names):
+            try:
+                actual = self._sha256(rel, hashed, budget)
+            except OSError:  # an I/O error while hashing: the file cannot be vouched for
+                actual = None
+            except _OverBudget:
+                log.warning(
+                    "bundle verification stopped at %s: hashing passed its cap of %d MiB or "
+                    "%g s; %d of %d files not checked",
+                    rel, MAX_VERIFY_BYTES >> 20, MAX_VERIFY_S, len(names) - done, len(names),
+                )  # fmt: skip
+                break
+            if any(digest != actual for digest in digests[rel]):
                 changed.append(rel)
         return changed
+
+    def _member(self, rel: Any) -> str:
+        name = posixpath.normpath(rel) if isinstance(rel, str) and rel else ""
+        if name in ("", ".") or name.startswith("/") or name.split("/", 1)[0] == "..":
+            shown = repr(rel) if len(repr(rel)) <= 80 else repr(rel)[:77] + "..."
+            raise BundleError(
+                f"{self.path}: {MANIFEST} is not a valid manifest: {shown} "
+                "is not a file inside the bundle"
+            )
+        return name
+
+    def _sha256(self, rel: str, hashed: dict, budget: list) -> str | None:
+        """sha256 of member `rel`, once per real file; None where it is not a readable file."""
+        if len(rel) > _PATH_MAX:
+            return None
+        try:
+            fd = os.open(self.inside(rel), os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            return None
+        with open(fd, "rb") as f:
+            key = (st.st_dev, st.st_ino)
+            if key not in hashed:
+                if st.st_size > budget[0]:
+                    raise _OverBudget
+                digest = hashlib.sha256()
+                while chunk := f.read(min(_CHUNK, budget[0] + 1)):
+                    budget[0] -= len(chunk)
+                    if budget[0] < 0 or time.monotonic() > budget[1]:
+                        raise _OverBudget
+                    digest.update(chunk)
+                hashed[key] = digest.hexdigest()
+            return hashed[key]
 
 
 def status_of(meta: dict[str, Any]) -> str:

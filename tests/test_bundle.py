@@ -3,14 +3,19 @@ get one-line errors; nothing inside a bundle can reach outside it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
 from dldoctor.host import MISSING, OK, TIMEOUT, LiveHost, RecordingHost
 from dldoctor.host.base import ERROR, PERMISSION_DENIED, Answer
 from dldoctor.host.replay import ReplayHost
+from dldoctor.snapshots import bundle as bundle_mod
 from dldoctor.snapshots.bundle import (
     CONTENTS,
     BundleError,
@@ -286,3 +291,148 @@ def test_a_fifo_or_a_folder_in_files_is_an_error_answer_not_a_hang(tmp_path):
     assert host.read("/proc/absent").status == "missing"
     assert host.read("/proc/mdstat").value == b"Personalities : \n"
     assert b.root == tmp_path
+
+
+# --- the manifest: normalised names, each real file hashed once, bounded work -------------
+
+
+def _manifest_bundle(root, files: dict[str, str], **fields) -> str:
+    root.mkdir(exist_ok=True)
+    manifest = {"format": "dldoctor-bundle", "format_version": 1, "files": files, **fields}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    return str(root)
+
+
+def _sparse(path, size: int) -> int:
+    """A file of `size` zero bytes that costs no disk; a smaller size where refused."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for tried in (size, size // 10, size // 100):
+        try:
+            with open(path, "wb") as f:
+                f.truncate(tried)
+            return tried
+        except OSError:
+            continue
+    pytest.skip("this filesystem refuses large sparse files")
+
+
+def test_200_spellings_of_a_10_gb_file_are_read_in_under_2_s(tmp_path):
+    # Each spelling used to be hashed up to 256 MiB: 65 s before any check ran.
+    size = _sparse(tmp_path / "b/files/big", 10 * 1024**3)
+    spellings = {"files/" + "./" * i + "big": "0" * 64 for i in range(200)}
+    bundle = _manifest_bundle(tmp_path / "b", spellings)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "dldoctor", "--from", bundle, "--check", "--json"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert elapsed <= 2.0 * max(1.0, size / 10 / 1024**3), elapsed
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "verification stopped at files/big" in lines[0], proc.stderr
+    assert "1 of 1 files not checked" in lines[0]
+    assert proc.returncode != 4 and json.loads(proc.stdout)["findings"]  # still replayed
+
+
+def test_each_real_file_is_hashed_once_whatever_its_spellings(tmp_path, monkeypatch, caplog):
+    data = os.urandom(1024 * 1024)
+    (tmp_path / "b/files/proc").mkdir(parents=True)
+    (tmp_path / "b/files/proc/big").write_bytes(data)
+    os.link(tmp_path / "b/files/proc/big", tmp_path / "b/files/hard")
+    os.symlink("proc/big", tmp_path / "b/files/soft")
+    digest = hashlib.sha256(data).hexdigest()
+    names = ["files/" + "./" * i + "proc/big" for i in range(200)]
+    names += ["files/hard", "files/soft", "files/proc/../proc/big", "files//proc/big"]
+    bundle = _manifest_bundle(tmp_path / "b", {n: digest for n in names})
+    # Room for the file twice: without the deduplication the 200 spellings pass the cap.
+    monkeypatch.setattr(bundle_mod, "MAX_VERIFY_BYTES", 2 * len(data))
+    assert BundleReader(bundle).verify() == []
+    assert not caplog.records
+    manifest = json.loads((tmp_path / "b/manifest.json").read_text())
+    manifest["files"]["files/./proc/./big"] = "0" * 64  # one spelling disagrees
+    (tmp_path / "b/manifest.json").write_text(json.dumps(manifest))
+    assert BundleReader(bundle).verify() == ["files/proc/big"]
+
+
+def test_verification_stops_past_its_byte_or_time_cap_with_one_warning(
+    tmp_path, monkeypatch, caplog
+):
+    a, b = b"a" * 300_000, b"b" * 300_000
+    (tmp_path / "b/files").mkdir(parents=True)
+    (tmp_path / "b/files/a").write_bytes(a)
+    (tmp_path / "b/files/b").write_bytes(b)
+    bundle = _manifest_bundle(tmp_path / "b", {"files/a": "0" * 64,
+                                               "files/b": hashlib.sha256(b).hexdigest()})  # fmt: skip
+    monkeypatch.setattr(bundle_mod, "MAX_VERIFY_BYTES", 400_000)
+    assert BundleReader(bundle).verify() == ["files/a"]  # b was not reached
+    [record] = caplog.records
+    assert "stopped at files/b" in record.getMessage() and "1 of 2 files" in record.getMessage()
+    caplog.clear()
+    monkeypatch.setattr(bundle_mod, "MAX_VERIFY_BYTES", 10**9)
+    monkeypatch.setattr(bundle_mod, "MAX_VERIFY_S", 0.0)
+    assert BundleReader(bundle).verify() == []
+    [record] = caplog.records
+    assert "stopped at files/a" in record.getMessage() and "2 of 2 files" in record.getMessage()
+
+
+@pytest.mark.parametrize("name", ["../outside", "files/../../outside", "/etc/passwd", "", ".",
+                                  "files/.."])  # fmt: skip
+def test_manifest_names_that_leave_the_bundle_are_refused(tmp_path, name):
+    (tmp_path / "outside").write_text("x")
+    bundle = _manifest_bundle(tmp_path / "b", {name: "0" * 64})
+    with pytest.raises(BundleError, match="not a valid manifest") as info:
+        BundleReader(bundle).verify()
+    assert "\n" not in str(info.value)
+
+
+def test_odd_members_are_changed_without_a_hang_or_a_long_walk(tmp_path, monkeypatch, caplog):
+    (tmp_path / "b/files").mkdir(parents=True)
+    os.mkfifo(tmp_path / "b/files/fifo")
+    (tmp_path / "b/files/dir").mkdir()
+    os.symlink("loop", tmp_path / "b/files/loop")
+    deep = "files/" + "a/" * 500_000 + "x"  # resolving it part by part was quadratic
+    names = ["files/fifo", "files/dir", "files/loop", "files/absent", deep]
+    bundle = _manifest_bundle(tmp_path / "b", {n: "0" * 64 for n in names})
+    started = time.monotonic()
+    assert sorted(BundleReader(bundle).verify()) == sorted(n.rstrip("/") for n in names)
+    assert time.monotonic() - started < 1.0
+    monkeypatch.setattr(bundle_mod, "MAX_VERIFY_FILES", 4)
+    assert BundleReader(bundle).verify() == []
+    [record] = caplog.records
+    assert "not verified" in record.getMessage() and "5 files" in record.getMessage()
+
+
+@pytest.mark.parametrize("version", ['"1"', "[1]", "1.5", "true", "null", "0", "-1"])
+def test_a_format_version_of_the_wrong_type_is_not_a_valid_manifest(tmp_path, version):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b/manifest.json").write_text(
+        f'{{"format": "dldoctor-bundle", "format_version": {version}}}'
+    )
+    with pytest.raises(BundleError, match="not a valid manifest") as info:
+        BundleReader(str(tmp_path / "b"))
+    assert "newer" not in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_wrong_format_version_exits_4_with_one_line_and_a_larger_one_is_newer(tmp_path):
+    def run(version):
+        bundle = _manifest_bundle(tmp_path / f"b{len(list(tmp_path.iterdir()))}", {},
+                                  format_version=version)  # fmt: skip
+        return subprocess.run([sys.executable, "-m", "dldoctor", "--from", bundle, "--check"],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    wrong, newer = run("1"), run(2)
+    assert wrong.returncode == newer.returncode == 4
+    assert len(wrong.stderr.splitlines()) == 1 and "not a valid manifest" in wrong.stderr
+    assert len(newer.stderr.splitlines()) == 1 and "newer than this dldoctor reads" in newer.stderr
+
+
+def test_a_json_document_of_too_many_values_is_refused_before_parsing(tmp_path):
+    # 64 MiB of `{},` parsed into 1.6 GB of dicts in 4.5 s.
+    (tmp_path / "b").mkdir()
+    count = bundle_mod.MAX_JSON_VALUES + 1
+    (tmp_path / "b/answers.json").write_text('{"read": {}, "x": [' + "{}," * count + "{}]}")
+    started = time.monotonic()
+    with pytest.raises(BundleError, match="more than 2000000 values"):
+        BundleReader(str(tmp_path / "b"))
+    assert time.monotonic() - started < 1.0
+    (tmp_path / "b/answers.json").unlink()
+    (tmp_path / "b/nvml.json").write_text("[" + "0," * count + "0]")
+    assert ReplayHost(str(tmp_path / "b")).probe("nvml").status == ERROR
