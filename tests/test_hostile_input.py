@@ -236,3 +236,15 @@ def test_nvidia_smi_xml_with_an_absurd_gpu_count_keeps_the_gpus():
     assert got.error == "" and got.driver_version == "535.104.05"
     assert [g.name for g in got.gpus] == ["NVIDIA H100 80GB HBM3"]
     assert any(n.startswith("attached_gpus: ") and "out of range" in n for n in got.notes)
+
+
+def test_a_huge_nvlink_number_is_noted_not_expanded():
+    # The link states are a list up to the highest link: `Link 10^13` once took 10 GB.
+    from dldoctor.facts.nvlink import parse_nvlink_status
+
+    text = "GPU 0: NVIDIA H100 (UUID: GPU-x)\n\tLink 9999999999999: 26.562 GB/s\n\tLink 1: 26.562 GB/s\n"
+    (status,), notes = parse_nvlink_status(text)
+    assert status.states == (False, True)
+    assert notes == (
+        "nvlink -s: link number out of range ignored: 'Link 9999999999999: 26.562 GB/s'",
+    )

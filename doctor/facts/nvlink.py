@@ -14,6 +14,7 @@ from typing import Any
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.gpu import Gpu, NvidiaStack
 from dldoctor.facts.nvidia import nvidia
+from dldoctor.facts.reading import to_int
 
 NVLINK_STATUS_ARGV = ("nvidia-smi", "nvlink", "-s")
 SOURCE_SMI = "nvidia-smi nvlink -s"
@@ -39,6 +40,10 @@ class LinkStatus:
     said: str = ""  # a sentence nvidia-smi printed instead of links (MIG mode, errors)
 
 
+# NVML_NVLINK_MAX_LINKS is 18; a few times that leaves room for later parts.
+MAX_LINKS = 64
+
+
 def parse_nvlink_status(text: str) -> tuple[tuple[LinkStatus, ...], tuple[str, ...]]:
     """`nvidia-smi nvlink -s` -> one LinkStatus per GPU, plus notes; never raises."""
     blocks: list[dict[str, Any]] = []
@@ -48,11 +53,10 @@ def parse_nvlink_status(text: str) -> tuple[tuple[LinkStatus, ...], tuple[str, .
         if not line:
             continue
         gpu = _GPU_LINE.fullmatch(line)
-        if gpu:
+        index = to_int(gpu.group(1)) if gpu else None
+        if gpu and index is not None:
             uuid = _UUID_AT_END.search(gpu.group(2))
-            blocks.append(
-                {"index": int(gpu.group(1)), "uuid": uuid.group(1) if uuid else "", "links": {}}
-            )
+            blocks.append({"index": index, "uuid": uuid.group(1) if uuid else "", "links": {}})
             continue
         if not blocks:
             notes.append(f"nvlink -s: text before the first GPU ignored: {line[:80]!r}")
@@ -60,7 +64,11 @@ def parse_nvlink_status(text: str) -> tuple[tuple[LinkStatus, ...], tuple[str, .
         block = blocks[-1]
         link = _LINK_LINE.fullmatch(line)
         if link:
-            block["links"][int(link.group(1))] = "inactive" not in link.group(2).lower()
+            number = to_int(link.group(1))
+            if number is None or number >= MAX_LINKS:  # the states are a list up to it
+                notes.append(f"nvlink -s: link number out of range ignored: {line[:80]!r}")
+                continue
+            block["links"][number] = "inactive" not in link.group(2).lower()
         elif _ALL_INACTIVE in line.lower():
             block["all_inactive"] = True
         elif _NO_NVLINK in line.lower():
