@@ -248,3 +248,15 @@ def test_a_huge_nvlink_number_is_noted_not_expanded():
     assert notes == (
         "nvlink -s: link number out of range ignored: 'Link 9999999999999: 26.562 GB/s'",
     )
+
+
+def test_a_huge_port_state_code_in_ibv_devinfo_is_not_a_crash():
+    # Found by the deep property run: `state: PORT_ACTIVE (1111…4,301 digits)`.
+    from dldoctor.facts.rdma import parse_ibv_devinfo
+
+    text = (
+        "hca_id:\tmlx5_0\n\tfw_ver:\t\t2.40.7000\n\tDevice ports:\n\t\tport:\t1\n"
+        f"\t\t\tstate:\t\t\tPORT_ACTIVE ({'1' * 4301})\n\t\t\tactive_mtu:\t\t4096 (5)\n"
+    )
+    info = parse_ibv_devinfo(text)
+    assert info is not None

@@ -142,7 +142,7 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
             w = _WORD_CODE.match(value)
             word = w.group(1) if w else value
             current["state"] = word.removeprefix("PORT_")
-            current["state_code"] = int(w.group(2)) if w else None
+            current["state_code"] = to_int(w.group(2)) if w else None
         elif current is not None and key in ("active_mtu", "max_mtu"):
             current[key] = _int_or_none(value)
             if current[key] is None:
