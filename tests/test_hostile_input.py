@@ -258,5 +258,5 @@ def test_a_huge_port_state_code_in_ibv_devinfo_is_not_a_crash():
         "hca_id:\tmlx5_0\n\tfw_ver:\t\t2.40.7000\n\tDevice ports:\n\t\tport:\t1\n"
         f"\t\t\tstate:\t\t\tPORT_ACTIVE ({'1' * 4301})\n\t\t\tactive_mtu:\t\t4096 (5)\n"
     )
-    info = parse_ibv_devinfo(text)
-    assert info is not None
+    (port,) = parse_ibv_devinfo(text).ports
+    assert (port.state, port.state_code, port.active_mtu) == ("ACTIVE", None, 4096)
