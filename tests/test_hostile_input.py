@@ -260,3 +260,15 @@ def test_a_huge_port_state_code_in_ibv_devinfo_is_not_a_crash():
     )
     (port,) = parse_ibv_devinfo(text).ports
     assert (port.state, port.state_code, port.active_mtu) == ("ACTIVE", None, 4096)
+
+
+def test_a_huge_sxid_link_number_is_unknown_not_a_crash():
+    # Found by the deep property run: `SXid (...): 20034, Fatal, Link 1111…(4,301 digits)`.
+    from dldoctor.facts.kmsg import parse_sxid
+
+    line = (
+        "[131453.740743] nvidia-nvswitch0: SXid (PCI:0000:a9:00.0): 20034, Fatal, "
+        f"Link {'1' * 4301} LTSSM Fault Up"
+    )
+    (event,), _ = parse_sxid(line)
+    assert (event.sxid, event.link) == (20034, None)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.gpu import normalise_pci_bus_id
+from dldoctor.facts.reading import to_int
 from dldoctor.host.base import DEFAULT_MAX_BYTES, Answer, command_key
 
 # --- the Xid catalogue ----------------------------------------------------------------
@@ -614,7 +615,7 @@ def parse_sxid(
         elif sev := _SEVERITY.match(rest):
             severity, message = sev.group(1).lower(), sev.group(2).strip()
             if lk := _LINK.match(message):
-                link, message = int(lk.group(1)), lk.group(2).strip()
+                link, message = to_int(lk.group(1)), lk.group(2).strip()
         latest[(pci, sxid)] = len(events)
         events.append(
             SxidEvent(sxid, pci, switch, severity, link, message, clock.age(line), line.raw)
