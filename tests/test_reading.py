@@ -14,7 +14,7 @@ import pytest
 from dldoctor.facts import Facts
 from dldoctor.facts.cudalibs import parse_cudnn_header
 from dldoctor.facts.mdraid import md_raid, member_map, parse_mdstat
-from dldoctor.facts.reading import MAX_DIGITS, answer_text, read_listing, read_text, to_int
+from dldoctor.facts.reading import answer_text, read_listing, read_text, to_int
 from dldoctor.facts.storage import nvme
 from dldoctor.facts.system import cgroup_memory_limit
 from dldoctor.facts.thermal import thermal_sensors
@@ -23,6 +23,7 @@ from dldoctor.host import LiveHost
 from dldoctor.host.base import ProbeFailed
 from dldoctor.host.replay import ReplayHost
 from tests.bundlebuilder import BundleBuilder
+from tests.conftest import nonroot
 
 # --- the rule on a live tree -----------------------------------------------------------
 
@@ -59,7 +60,7 @@ def test_a_note_keeps_a_long_path_whole(tmp_path):
     assert notes[0].startswith(f"read {path}: ")  # describe() would cut it at 57 characters
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads everything; see the bundle test")
+@nonroot
 def test_permission_denied_live(tmp_path):
     secret = tmp_path / "serial"
     secret.write_text("S1234\n")
@@ -177,18 +178,21 @@ def test_thermal_unreadable_label_is_noted(tmp_path):
         (None, {}, None),
         ("12 kB", {}, None),
         ("4: ACTIVE", {}, None),
-        ("1" * MAX_DIGITS, {}, int("1" * MAX_DIGITS)),
-        ("1" * (MAX_DIGITS + 1), {}, None),  # int() raises past its 4,300-digit limit
+        (str(2**64 - 1), {}, 2**64 - 1),  # the widest counter a kernel writes
+        (str(2**64), {}, None),
+        (str(-(2**64)), {}, None),
+        ("1" * 4300, {}, None),  # int() takes it; no host writes it, a float cannot hold it
+        ("1" * 4301, {}, None),  # int() raises past its 4,300-digit limit
     ],
 )
 def test_to_int(text, kwargs, expected):
     assert to_int(text, **kwargs) == expected
 
 
-def test_to_int_past_the_limit_even_when_int_takes_it():
-    # 4,301 hex digits are within int()'s limit (it spares powers of two): still refused,
-    # so the answer does not depend on the interpreter's setting.
-    assert to_int("f" * (MAX_DIGITS + 1), base=16) is None
+def test_to_int_of_64_bits_in_every_base():
+    assert to_int("0x" + "f" * 16, base=0) == 2**64 - 1
+    assert to_int("f" * 17, base=16) is None
+    assert to_int("0b" + "1" * 64, base=0) == 2**64 - 1
 
 
 # --- the integer parsing that used to raise ---------------------------------------------

@@ -8,6 +8,7 @@ import pytest
 from dldoctor.checks import system as checks
 from dldoctor.facts import Facts
 from dldoctor.facts import system as sf
+from dldoctor.facts.mountinfo import fstype_on, parse_mountinfo
 from dldoctor.model import Status
 from dldoctor.policy import MemoryPolicy, Policy
 from tests.conftest import FIXTURES
@@ -62,8 +63,8 @@ def test_mountinfo_root_fstype_last_mount_wins():
     text = ("22 1 259:2 / / rw - ext4 /dev/sda1 rw\n"
             "90 22 0:52 / / rw - overlay overlay rw,lowerdir=/a\n"
             "91 90 0:21 / /proc rw - proc proc rw\n")  # fmt: skip
-    assert sf.parse_mountinfo_root_fstype(text) == "overlay"
-    assert sf.parse_mountinfo_root_fstype("garbage\n") == ""
+    assert fstype_on(parse_mountinfo(text), "/") == "overlay"
+    assert fstype_on(parse_mountinfo("garbage\n"), "/") is None
 
 
 @pytest.mark.parametrize("text, expected", [

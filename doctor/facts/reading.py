@@ -34,7 +34,10 @@ if TYPE_CHECKING:
 
 LINK_HOPS = 8
 SMALL = 4096  # bytes read of one sysfs attribute
-MAX_DIGITS = 4300  # int()'s default limit for a string, kept whatever the interpreter's
+# Hosts write numbers of at most 64 bits: wider is not a reading (and a check dividing it
+# would overflow a float). 80 characters hold any of them in any base, sign and prefix.
+INT_BITS = 64
+MAX_INT_CHARS = 80
 
 
 def answer_text(answer: Answer, notes: list[str] | None) -> str | None:
@@ -87,18 +90,20 @@ def to_int(text: str | None, *, base: int = 10, minimum: int | None = None) -> i
 
     Whitespace around it is ignored and a sign is allowed. Digits must be ASCII:
     str.isdigit() accepts "²", which int() refuses, and int() accepts "٣" and "1_000",
-    which no kernel writes. `base=0` reads 0x / 0o / 0b prefixes as int() does. More
-    than MAX_DIGITS characters is None (int() raises past its limit). A value below
-    `minimum` is None: `minimum=0` where -1 means "unknown" (a device's numa_node).
+    which no kernel writes. `base=0` reads 0x / 0o / 0b prefixes as int() does. A value
+    of more than 64 bits is None (and never reaches int()'s 4,300-digit limit). A value
+    below `minimum` is None: `minimum=0` where -1 means "unknown" (a device's numa_node).
     """
     if text is None:
         return None
     text = text.strip()
-    if not text.isascii() or "_" in text or len(text) > MAX_DIGITS:
+    if not text.isascii() or "_" in text or len(text) > MAX_INT_CHARS:
         return None
     try:
         value = int(text, base)
     except ValueError:
+        return None
+    if not -(2**INT_BITS) < value < 2**INT_BITS:
         return None
     return None if minimum is not None and value < minimum else value
 
@@ -115,6 +120,39 @@ def load_json(text: str) -> tuple[Any, str]:
         return None, "nested too deeply"
     except ValueError as exc:  # JSONDecodeError, and int()'s digit limit
         return None, str(exc)[:120]
+
+
+# statvfs(3) fields are unsigned 64-bit: anything else came from a hand-made bundle.
+_STATVFS_LIMIT = 2**64
+
+
+def _statvfs_field(st: dict, *names: str) -> int | None:
+    for name in names:
+        value = st.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value:
+            return value if 0 < value < _STATVFS_LIMIT else None
+    return None
+
+
+def statvfs_sizes(st: Any) -> tuple[int | None, int | None, int | None, int | None, list[str]]:
+    """(size, free for unprivileged users, inodes, free inodes) in bytes and counts from
+    a statvfs answer's dict, or Nones and a note; never raises."""
+    if not isinstance(st, dict):
+        return None, None, None, None, ["statvfs gave no values"]
+    frsize = _statvfs_field(st, "f_frsize", "f_bsize")
+    blocks = st.get("f_blocks")
+    if frsize is None or not isinstance(blocks, int) or not 0 <= blocks < _STATVFS_LIMIT:
+        return None, None, None, None, ["statvfs gave no block counts"]
+    bavail = st.get("f_bavail")
+    bavail = bavail if isinstance(bavail, int) and 0 <= bavail <= blocks else None
+    # btrfs, vfat, some FUSE and network filesystems have no fixed inode count: 0 files.
+    inodes = _statvfs_field(st, "f_files")
+    ffree = st.get("f_ffree")
+    free_inodes = (
+        ffree if inodes is not None and isinstance(ffree, int) and 0 <= ffree <= inodes else None
+    )
+    return (blocks * frsize, bavail * frsize if bavail is not None else None, inodes,
+            free_inodes, [])  # fmt: skip
 
 
 def _link(ctx: FactContext, path: str) -> Answer:

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
+from dldoctor.facts.mountinfo import MOUNTINFO, fstype_on, parse_mountinfo
+from dldoctor.facts.reading import statvfs_sizes
 from dldoctor.host.base import MISSING
 
 SHM = "/dev/shm"
@@ -28,17 +30,6 @@ class SharedMemory:
     fstype: str = ""  # from mountinfo; "" when not a mount point or unknown
 
 
-def mount_fstype(mountinfo: str, mount_point: str) -> str | None:
-    """The filesystem type of the last mount on `mount_point`; None when none is listed."""
-    fstype = None
-    for line in mountinfo.splitlines():
-        head, sep, tail = line.partition(" - ")
-        fields = head.split()
-        if sep and len(fields) >= 5 and fields[4] == mount_point:
-            fstype = tail.split()[0] if tail.split() else ""
-    return fstype
-
-
 @fact("shm.devshm")
 def dev_shm(ctx: FactContext) -> SharedMemory:
     host = ctx.host
@@ -46,14 +37,8 @@ def dev_shm(ctx: FactContext) -> SharedMemory:
     answer = host.statvfs(SHM).require()
     size = free = None
     if answer.ok:
-        st = answer.value or {}
-        frsize = st.get("f_frsize") or st.get("f_bsize") or 0
-        if isinstance(st.get("f_blocks"), int) and isinstance(frsize, int) and frsize > 0:
-            size = st["f_blocks"] * frsize
-            if isinstance(st.get("f_bavail"), int):
-                free = st["f_bavail"] * frsize
-        else:
-            notes.append(f"statvfs {SHM} gave no block counts")
+        size, free, _, _, more = statvfs_sizes(answer.value)
+        notes.extend(f"{n} for {SHM}" for n in more)
     elif answer.status == MISSING:
         notes.append(f"{SHM} does not exist")
         return SharedMemory(None, None, False, tuple(notes))
@@ -65,10 +50,11 @@ def dev_shm(ctx: FactContext) -> SharedMemory:
     link = host.readlink(SHM)
     if link.ok and isinstance(link.value, str) and link.value:
         points.append(posixpath.normpath(posixpath.join(posixpath.dirname(SHM), link.value)))
-    mountinfo = host.read("/proc/self/mountinfo").require()
+    mountinfo = host.read(MOUNTINFO).require()
+    table = parse_mountinfo(mountinfo.text) if mountinfo.ok else ()
     fstype = ""
-    if mountinfo.ok:
-        found = [mount_fstype(mountinfo.text, p) for p in points]
+    if table:
+        found = [fstype_on(table, p) for p in points]
         listed = [f for f in found if f is not None]
         mounted = bool(listed)
         fstype = listed[-1] if listed else ""
@@ -76,7 +62,10 @@ def dev_shm(ctx: FactContext) -> SharedMemory:
             notes.append(f"{SHM} is not a mount point: its size is that of the filesystem it is on")
     else:
         mounted = answer.ok
-        notes.append(f"/proc/self/mountinfo: {mountinfo.status}; mount not confirmed")
+        # No mount at all (not even /) is a mount table not understood, not an unmounted
+        # /dev/shm.
+        said = mountinfo.status if not mountinfo.ok else "no mount understood"
+        notes.append(f"{MOUNTINFO}: {said}; mount not confirmed")
     return SharedMemory(size, free, mounted, tuple(notes), fstype)
 
 

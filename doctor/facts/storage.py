@@ -19,14 +19,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from dldoctor.facts import Fact, FactContext, fact
-from dldoctor.facts.reading import load_json, read_listing, read_text, to_int
+from dldoctor.facts.mountinfo import MOUNTINFO, Mount, parse_mountinfo
+from dldoctor.facts.reading import load_json, read_listing, read_text, statvfs_sizes, to_int
 from dldoctor.host.base import ERROR, MISSING, NOT_INSTALLED, STATVFS, TIMEOUT, Answer
 
 SYS_NVME = "/sys/class/nvme"
-MOUNTINFO = "/proc/self/mountinfo"
 DOCKER_ROOT = "/var/lib/docker"
 FIXED_SPACE_PATHS = ("/", "/tmp")
 MAX_PARALLEL_STATVFS = 16
+# What the kernel writes to /sys/class/nvme/*/state (nvme_sysfs_show_state in
+# drivers/nvme/host/core.c).
+NVME_STATES = frozenset(
+    ("new", "live", "resetting", "connecting", "deleting", "deleting (no IO)", "dead")
+)
 
 # --- NVMe -----------------------------------------------------------------------------
 
@@ -240,6 +245,9 @@ def nvme(ctx: FactContext) -> tuple[NvmeController, ...]:
         entries = read_listing(ctx.host, base, notes) or ()
         namespaces = tuple(sorted(e for e in entries if re.fullmatch(r"nvme\d+(?:c\d+)?n\d+", e)))
         health, smart_error = None, ""
+        if attrs["state"] and attrs["state"] not in NVME_STATES:
+            notes.append(f"controller state reads {attrs['state'][:40]!r}, not a state")
+            attrs["state"] = ""
         if attrs["state"] and attrs["state"] != "live":
             notes.append(f"controller state is {attrs['state']!r}: SMART not asked")
         else:
@@ -263,51 +271,6 @@ def nvme(ctx: FactContext) -> tuple[NvmeController, ...]:
 
 
 # --- mounts ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Mount:
-    mount_point: str
-    fstype: str  # "ext4", "nfs4", "fuse.sshfs"
-    source: str  # "/dev/nvme0n1p2", "server:/export", "none"
-    options: str  # per-mount options: "rw,relatime"
-    major_minor: str  # "259:2"; st_dev of files on it (0:N for network filesystems)
-    root: str = "/"  # the folder of the filesystem mounted there (bind mounts)
-    super_options: str = ""  # per-superblock options: "rw,vers=4.2,hard,..."
-
-
-_OCTAL = re.compile(r"\\([0-7]{3})")
-
-
-def _unescape(text: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as \\040 \\011 \\012 \\134."""
-    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), text)
-
-
-def parse_mountinfo(text: str) -> tuple[Mount, ...]:
-    """/proc/<pid>/mountinfo (proc(5)): `id parent major:minor root mount-point options
-    [optional fields...] - fstype source super-options`. Lines that do not fit are skipped."""
-    mounts = []
-    for line in text.splitlines():
-        head, sep, tail = line.partition(" - ")
-        fields = head.split()
-        if not sep or len(fields) < 6 or not re.fullmatch(r"\d+:\d+", fields[2]):
-            continue
-        rest = tail.split(" ")
-        if len(rest) < 2:
-            continue
-        mounts.append(
-            Mount(
-                mount_point=_unescape(fields[4]),
-                fstype=rest[0],
-                source=_unescape(rest[1]),
-                options=fields[5],
-                major_minor=fields[2],
-                root=_unescape(fields[3]),
-                super_options=" ".join(rest[2:]).strip(),
-            )
-        )
-    return tuple(mounts)
 
 
 @fact("storage.mounts")
@@ -374,23 +337,6 @@ def _statvfs_each(ctx: FactContext, paths: Sequence[str]) -> dict[str, Answer]:
     return answers
 
 
-def _sizes(st: Any) -> tuple[int | None, int | None, int | None, int | None, list[str]]:
-    """(size, free for unprivileged users, inodes, free inodes) from a statvfs dict."""
-    if not isinstance(st, dict):
-        return None, None, None, None, ["statvfs gave no values"]
-    frsize = st.get("f_frsize") or st.get("f_bsize")
-    blocks, bavail = st.get("f_blocks"), st.get("f_bavail")
-    if not isinstance(frsize, int) or frsize <= 0 or not isinstance(blocks, int):
-        return None, None, None, None, ["statvfs gave no block counts"]
-    size = blocks * frsize
-    free = bavail * frsize if isinstance(bavail, int) else None
-    files, ffree = st.get("f_files"), st.get("f_ffree")
-    # btrfs, vfat, some FUSE and network filesystems have no fixed inode count: 0 files.
-    inodes = files if isinstance(files, int) and files > 0 else None
-    free_inodes = ffree if inodes is not None and isinstance(ffree, int) else None
-    return size, free, inodes, free_inodes, []
-
-
 def _describe_mount(m: Mount | None) -> str:
     if m is None:
         return "no mount found for it in mountinfo"
@@ -447,7 +393,7 @@ def space_of(ctx: FactContext, paths: Sequence[str]) -> tuple[Space, ...]:
         answer = answers[path]
         size = free = inodes = free_inodes = None
         if answer.ok:
-            size, free, inodes, free_inodes, more = _sizes(answer.value)
+            size, free, inodes, free_inodes, more = statvfs_sizes(answer.value)
             notes[path].extend(more)
         elif answer.status == MISSING:
             notes[path].append(f"{path} does not exist")
@@ -574,7 +520,7 @@ def netfs(ctx: FactContext) -> tuple[NetFs, ...]:
         size = free = None
         notes: list[str] = []
         if answer.ok:
-            size, free, _, _, notes = _sizes(answer.value)
+            size, free, _, _, notes = statvfs_sizes(answer.value)
         else:
             notes.append(_stuck(answer, m.mount_point, m))
         result.append(NetFs(m.mount_point, m.fstype, m.source, answer.status, size, free,
