@@ -14,6 +14,22 @@ FIXTURES = TESTS / "fixtures"
 HOSTS = FIXTURES / "hosts"
 
 
+# Tests of what a user without root gets: .ci/run runs them (`-m nonroot`) as an
+# unprivileged user; under root, which reads everything, they cannot show it.
+NONROOT = (
+    pytest.mark.nonroot,
+    pytest.mark.skipif(
+        os.geteuid() == 0, reason="root reads everything: .ci/run runs these as nobody"
+    ),
+)
+
+
+def nonroot(test):
+    for mark in NONROOT:
+        test = mark(test)
+    return test
+
+
 def run_dldoctor(
     *args: str, env: dict | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess:

@@ -19,6 +19,7 @@ from dldoctor.host import (
 )  # fmt: skip
 from dldoctor.host.live import os_error_answer
 from dldoctor.host.paths import resolve_in_root
+from tests.conftest import nonroot
 
 
 def fake_command(bindir, name: str, script: str) -> None:
@@ -50,7 +51,7 @@ def test_read_respects_max_bytes(tmp_path):
     assert len(LiveHost(root=str(tmp_path)).read("/big", max_bytes=70_000).value) == 70_000
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads everything; see the mapping test")
+@nonroot
 def test_permission_denied(tmp_path):
     secret = tmp_path / "secret"
     secret.write_text("x")
