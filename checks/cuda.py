@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dldoctor import cudacompat
-from dldoctor.checks.gpu import WHY
+from dldoctor.checks.gpu import UNASKED, WHY
 from dldoctor.facts import Facts
 from dldoctor.facts import cudalibs as cuda_libs
 from dldoctor.facts import frameworks as cuda_fw
@@ -11,7 +11,7 @@ from dldoctor.facts import pythonenv as pyenv
 from dldoctor.facts import toolkit as cuda_tk
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import NVIDIA, pci_devices
-from dldoctor.model import Outcome, failed, passed, skipped, warned
+from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
 from dldoctor.versions import version_tuple
@@ -128,8 +128,10 @@ def cuda_compat(facts: Facts, policy: Policy) -> Outcome:
 def cudnn(facts: Facts, policy: Policy) -> Outcome:
     cuda_builds = [fw for fw in facts.get(cuda_fw.frameworks) if fw.cuda and fw.name != "deepspeed"]
     wheels = facts.get(pyenv.nvidia_wheels)
-    system = facts.get(cuda_libs.cudnn)
-    details = [f"{c.source}: cuDNN {c.version or '?'} ({c.path})" for c in system]
+    found = facts.get(cuda_libs.cudnn)
+    details = [f"{c.source}: cuDNN {c.version or '?'} ({c.path})" for c in found]
+    details += [f"{c.path}: {n}" for c in found for n in c.notes if not c.version]
+    system = [c for c in found if c.version]  # a header that could not be read is no install
     if not cuda_builds:
         if system:
             return passed(
@@ -174,6 +176,8 @@ def framework_driver(facts: Facts, policy: Policy) -> Outcome:
     if stack.usable:
         return passed(f"{names}: the NVIDIA driver is usable")
     why = WHY.get(stack.error, "the NVIDIA driver cannot be used")
+    if stack.error in UNASKED:
+        return errored(f"{names} built with CUDA, but {why}", [stack.error_message])
     if facts.get(pci_devices).gpus(NVIDIA):
         return failed(f"{names} built with CUDA, but {why}: it will run on the CPU only")
     return warned(

@@ -34,6 +34,8 @@ WHY = {
     g.PROBE_FAILED: "the NVIDIA driver's answer could not be read",
     g.NO_SOURCE: "neither NVML (nvidia-ml-py) nor nvidia-smi is available",
 }
+# The doctor could not ask the driver: nothing may be concluded about it.
+UNASKED = (g.TIMED_OUT, g.PROBE_FAILED)
 
 # Datacenter parts: persistence mode and ECC are expected on these. GeForce and workstation
 # cards are judged more leniently (no ECC on most, persistence optional on a desktop).
@@ -151,7 +153,7 @@ def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
             "(`docker run --gpus all`, or the nvidia runtime / device plugin in Kubernetes); "
             "a container meant for the CPU only can ignore this.",
         )
-    if stack.error in (g.TIMED_OUT, g.PROBE_FAILED):
+    if stack.error in UNASKED:
         # The doctor could not look: never a verdict on the driver. Only a bus read in full
         # rules the driver out.
         if not on_bus and bus.read_in_full:
@@ -283,6 +285,8 @@ def gpu_count(facts: Facts, policy: Policy) -> Outcome:
             remediation="A lost GPU (often after Xid 79) needs the node drained and "
             "rebooted; check power and seating, RMA if it recurs.",
         )
+    if stack.error in UNASKED:
+        return errored(f"{WHY[stack.error]}; {len(bus)} NVIDIA GPU(s) on the PCI bus", details)
     count = seen if seen is not None else len(bus)
     if expected and count != expected:
         return failed(f"{count} GPU(s), the policy expects {expected}", details)

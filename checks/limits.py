@@ -76,6 +76,9 @@ def memlock(facts: Facts, policy: Policy) -> Outcome:
             f"memlock is limited for {', '.join(limited)} on a host with RDMA ({', '.join(hcas)})",
             details + list(units.notes),
         )
+    if proc is None:
+        # The configuration alone does not say what this session's jobs get.
+        return skipped(f"memlock of this process {unknown}", details + list(units.notes))
     return passed(f"unlimited on a host with RDMA ({', '.join(hcas)})", details)
 
 

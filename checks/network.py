@@ -3,12 +3,14 @@ error counters."""
 
 from __future__ import annotations
 
+import functools
+
 from dldoctor.facts import Facts
 from dldoctor.facts.kmod import modules
 from dldoctor.facts.pci import NVIDIA, pci_devices
-from dldoctor.facts.rdma import RdmaPort, gpudirect, rdma_devices
+from dldoctor.facts.rdma import UNREAD, RdmaPort, gpudirect, rdma_devices
 from dldoctor.facts.system import container, environ, kernel
-from dldoctor.model import Outcome, failed, passed, skipped, warned
+from dldoctor.model import Outcome, Status, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
 from dldoctor.versions import at_least
@@ -27,7 +29,34 @@ ERROR_COUNTERS = {
 def ports(facts: Facts, *, roce: bool) -> list[RdmaPort]:
     # iWARP adapters (an E810 whose irdma driver loaded in its default mode) are RDMA
     # devices too, but neither InfiniBand nor RoCE: none of these checks apply to them.
-    return [p for d in facts.get(rdma_devices) if not d.iwarp for p in d.ports if p.roce == roce]
+    return [
+        p
+        for d in facts.get(rdma_devices)
+        if not d.iwarp
+        for p in d.ports
+        if p.roce == roce and p.link_layer != UNREAD
+    ]
+
+
+def on_known_ports(fn):
+    """The check's outcome, unless it passes or skips while some port's link layer is
+    unknown: that port could be the one in trouble, so the check could not do its job."""
+
+    @functools.wraps(fn)
+    def judged(facts: Facts, policy: Policy) -> Outcome:
+        outcome = fn(facts, policy)
+        unread = [
+            name(p) for d in facts.get(rdma_devices) for p in d.ports if p.link_layer == UNREAD
+        ]
+        if not unread or outcome.status not in (Status.PASS, Status.SKIP):
+            return outcome
+        return errored(
+            f"the link layer of {len(unread)} RDMA port(s) could not be read "
+            f"({', '.join(unread[:4])})",
+            (outcome.summary, *outcome.details),
+        )
+
+    return judged
 
 
 def name(p: RdmaPort) -> str:
@@ -41,6 +70,7 @@ def name(p: RdmaPort) -> str:
     "or fix the switch. Polling/Disabled: no link — check the cable or transceiver and the "
     "switch port.",
 )
+@on_known_ports
 def ib_state(facts: Facts, policy: Policy) -> Outcome:
     ib = ports(facts, roce=False)
     if not ib:
@@ -93,6 +123,7 @@ def ib_state(facts: Facts, policy: Policy) -> Outcome:
     remediation="A port below its expected rate trained down: check the cable/transceiver "
     "(and its supported speed) and the switch port.",
 )
+@on_known_ports
 def ib_rate(facts: Facts, policy: Policy) -> Outcome:
     active = [p for p in ports(facts, roce=False) if p.state == "ACTIVE"]
     if not active:
@@ -146,6 +177,7 @@ def ib_errors(facts: Facts, policy: Policy) -> Outcome:
     "netdev), a port MTU of at least 4200 on the NIC and the switches (active MTU 4096), and "
     "NCCL_IB_GID_INDEX pointing at a RoCE v2 GID when set.",
 )
+@on_known_ports
 def roce(facts: Facts, policy: Policy) -> Outcome:
     eth = ports(facts, roce=True)
     if not eth:

@@ -11,7 +11,7 @@ from dldoctor.facts.acs import bridges_between, iommu, pci_acs
 from dldoctor.facts.net import interfaces
 from dldoctor.facts.pcie import PcieLink, PcieLinks, bandwidth_limits, pcie_links
 from dldoctor.facts.system import container
-from dldoctor.model import Outcome, failed, passed, skipped, warned
+from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
 
@@ -238,6 +238,14 @@ def acs(facts: Facts, policy: Policy) -> Outcome:
         return failed(
             f"ACS redirect on {len(crossing)} bridge(s) between {len(pairs)} GPU/NIC pair(s)",
             lines,
+        )
+    unplaced = [x.address for x in peers if x.address in links.unplaced]
+    if unplaced and redirecting:
+        # A device of unknown place may sit behind any of the redirecting bridges.
+        return errored(
+            f"the PCIe path of {len(unplaced)} GPU/NIC(s) could not be read "
+            f"({', '.join(unplaced[:4])}): ACS between them not judged",
+            [*links.notes, *report.notes],
         )
     return passed(f"no ACS redirect between {len(peers)} GPUs and NICs", report.notes)
 

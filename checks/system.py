@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dldoctor.facts import Facts
 from dldoctor.facts import system as sysfacts
-from dldoctor.model import Outcome, failed, passed, skipped, warned
+from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
 from dldoctor.versions import at_least
@@ -168,6 +168,8 @@ def container(facts: Facts, policy: Policy) -> Outcome:
         details.append(f"running in a {c.virtualization}")
     if c.in_container:
         return passed(f"in a {c.runtime or 'container'} container", details)
+    if c.blind:
+        return errored("could not tell whether this is a container", [*c.unread, *details])
     if c.in_container is None:
         return passed("possibly in a container: the signs disagree", details)
     where = f" ({c.virtualization})" if c.virtualization else ""

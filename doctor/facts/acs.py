@@ -344,7 +344,9 @@ def iommu(ctx: FactContext) -> Iommu:
         # not record them. Empty folders are the sure sign of "off".
         notes.append(f"neither {IOMMU_CLASS} nor {IOMMU_GROUPS} exists")
         readable = False
-    if not readable:
+    # No unit registered says nothing while the groups could not be listed: they are the
+    # other sign of an IOMMU at work.
+    if not readable or (not units and groups is None):
         return Iommu(None, hinted, cmdline, units, groups, "", tuple(notes))
     if not units and not groups:
         if _asks_for_iommu(params, hinted):

@@ -23,10 +23,13 @@ def parse_proc_modules(text: str) -> frozenset[str]:
     return frozenset(line.split()[0] for line in text.splitlines() if line.strip())
 
 
+_DRIVER_VERSION = re.compile(r"\d{1,4}\.\d{1,4}(?:\.\d{1,4})?")
+
+
 def parse_nvidia_proc_version(text: str) -> str:
     """`NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.154.05  Thu Dec 28 ...`; the
     open modules say `NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release ...`."""
-    m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+    m = re.search(r"Kernel Module(?: for \S+)?\s+(\d{1,4}\.\d{1,4}(?:\.\d{1,4})?)\b", text)
     return m.group(1) if m else ""
 
 
@@ -36,13 +39,17 @@ def modules(ctx: FactContext) -> Modules:
     if not answer.ok:
         return Modules(frozenset(), False, notes=(f"/proc/modules: {answer.status}",))
     loaded = parse_proc_modules(answer.text)
-    version, is_open = "", False
+    version, is_open, notes = "", False, []
     if "nvidia" in loaded:
         proc = ctx.host.read("/proc/driver/nvidia/version", max_bytes=4096).require()
         is_open = "Open Kernel Module" in proc.text
-        version = ctx.host.read("/sys/module/nvidia/version", max_bytes=256).require().text.strip()
+        said = ctx.host.read("/sys/module/nvidia/version", max_bytes=256).require().text.strip()
+        if said and not _DRIVER_VERSION.fullmatch(said):
+            # Not a version: no verdict may compare it with the library's.
+            notes.append(f"/sys/module/nvidia/version reads {said[:40]!r}, not a version")
+        version = said if _DRIVER_VERSION.fullmatch(said) else ""
         version = version or parse_nvidia_proc_version(proc.text)
-    return Modules(loaded, True, version, nvidia_open=is_open)
+    return Modules(loaded, True, version, tuple(notes), nvidia_open=is_open)
 
 
 @dataclass(frozen=True)

@@ -400,7 +400,9 @@ def member_map(
     elif array.status_map:
         counts.append(array.status_map.count("_"))
     degraded = to_int((sysfs or {}).get("degraded"), minimum=0)
-    if degraded is not None:
+    slots = array.raid_disks or to_int((sysfs or {}).get("raid_disks")) or len(array.members)
+    # More missing members than the array has slots is not a count the kernel writes.
+    if degraded is not None and degraded <= slots:
         counts.append(degraded)
     empty = [i for i, c in enumerate(array.status_map) if c == "_"]
     failed = [m.name for m in array.failed_members]

@@ -9,7 +9,14 @@ from dldoctor.facts import FactContext, FactFailed, fact
 from dldoctor.facts import gpu as g
 from dldoctor.facts.gpu import Gpu, NvidiaStack, normalise_pci_bus_id, reasons_from_mask
 from dldoctor.facts.reading import to_int
-from dldoctor.host.base import ERROR, MISSING, NOT_INSTALLED, TIMEOUT, ProbeFailed
+from dldoctor.host.base import (
+    ERROR,
+    MISSING,
+    NOT_INSTALLED,
+    PERMISSION_DENIED,
+    TIMEOUT,
+    ProbeFailed,
+)
 
 # NVML init error codes (nvidia-ml-py's NVML_ERROR_*) -> why there are no GPU facts.
 INIT_ERRORS = {
@@ -273,7 +280,7 @@ def nvidia(ctx: FactContext) -> NvidiaStack:
     elif probe.status == TIMEOUT:
         # nvidia-smi links the same library on the same hung driver: it could only hang too.
         return NvidiaStack("nvml", error=g.TIMED_OUT, error_message=probe.describe())
-    elif probe.status == ERROR:
+    elif probe.status in (ERROR, PERMISSION_DENIED):  # a broken child or bundle entry
         why = probe.describe()
         stack = NvidiaStack("nvml", error=g.PROBE_FAILED, error_message=why)
     else:  # pynvml not installed, or no nvml.json in a bundle

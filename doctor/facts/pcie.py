@@ -195,6 +195,7 @@ class PcieLinks:
     links: tuple[PcieLink, ...] = ()  # the devices worth a check and their ports, by address
     notes: tuple[str, ...] = ()
     readable: bool = True  # False: /sys/bus/pci/devices could not be listed
+    unplaced: tuple[str, ...] = ()  # devices whose ports above could not be read
 
     @cached_property
     def _by_address(self) -> dict[str, PcieLink]:
@@ -310,17 +311,17 @@ def _link(host: Host, dev: PciDevice, upstream: tuple[str, ...], *, port: bool) 
     )  # fmt: skip
 
 
-def _upstream(host: Host, address: str, notes: list[str]) -> tuple[str, ...]:
+def _upstream(host: Host, address: str, notes: list[str]) -> tuple[str, ...] | None:
+    """The ports above `address`, nearest first; None (noted) when they cannot be known."""
     answer = host.readlink(f"{DEVICES}/{address}")
     if answer.status == TIMEOUT:
         raise ProbeFailed(answer)
     if not answer.ok:
         notes.append(f"{address}: ports above unknown ({answer.describe()})")
-        return ()
+        return None
     upstream = parse_upstream(answer.value, address)
     if upstream is None:
         notes.append(f"{address}: ports above unknown ({DEVICES}/{address} -> {answer.value})")
-        return ()
     return upstream
 
 
@@ -338,10 +339,14 @@ def pcie_links(ctx: FactContext) -> PcieLinks:
     links: dict[str, PcieLink] = {}
     ports: dict[str, tuple[str, ...]] = {}  # port -> the ports above it
     notes: list[str] = []
+    unplaced: list[str] = []
     for dev in bus.devices:
         if not worth_a_link_check(dev):
             continue
         upstream = _upstream(ctx.host, dev.address, notes)
+        if upstream is None:
+            unplaced.append(dev.address)
+            upstream = ()
         links[dev.address] = _link(ctx.host, dev, upstream, port=False)
         for i, address in enumerate(upstream):
             ports.setdefault(address, upstream[i + 1 :])
@@ -353,7 +358,7 @@ def pcie_links(ctx: FactContext) -> PcieLinks:
             notes.append(f"{address}: a port above a device, but not in {DEVICES}")
             continue
         links[address] = _link(ctx.host, dev, above, port=True)
-    return PcieLinks(tuple(links[a] for a in sorted(links)), tuple(notes))
+    return PcieLinks(tuple(links[a] for a in sorted(links)), tuple(notes), unplaced=tuple(unplaced))
 
 
 @fact("pcie.bandwidth_limits")

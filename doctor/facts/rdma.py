@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.kmod import modules
-from dldoctor.facts.reading import SMALL, read_listing, read_text, to_int
+from dldoctor.facts.reading import SMALL, answer_text, read_listing, read_text, to_int
 from dldoctor.host.base import MISSING, OK, Host
 
 IB_CLASS = "/sys/class/infiniband"
@@ -33,6 +33,7 @@ DEV_INFINIBAND = "/dev/infiniband"
 NV_MEM_VERSION = "/sys/kernel/mm/memory_peers/nv_mem/version"
 
 MAX_DEVICES = 64
+UNREAD = "?"  # a port's link layer that could not be read
 MAX_PORTS = 16
 MAX_COUNTERS = 128
 MAX_GIDS = 32  # non-zero GIDs kept per port
@@ -193,7 +194,7 @@ class RdmaPort:
     phys_state_code: int | None = None
     rate_gbps: float | None = None
     rate_text: str = ""
-    link_layer: str = ""  # "InfiniBand" or "Ethernet" (RoCE)
+    link_layer: str = ""  # "InfiniBand" or "Ethernet" (RoCE); UNREAD: not known
     netdev: str = ""  # the port's net interface (RoCE; the IPoIB one on InfiniBand)
     mtu: int | None = None  # that interface's MTU
     gids: tuple[Gid, ...] = ()  # non-zero entries only
@@ -315,6 +316,20 @@ def _device_netdev(reader: _Reader, device: str, port: int, notes: list[str]) ->
     return ""
 
 
+def _link_layer(reader: _Reader, path: str, notes: list[str]) -> str:
+    """InfiniBand or Ethernet; "" when the kernel has no link_layer (before 2.6.37: only
+    InfiniBand); UNREAD when it could not be read or says something else, so that no
+    check takes the port for either."""
+    answer = reader.host.read(path, max_bytes=SMALL)
+    text = answer_text(answer, notes)
+    if text is None:
+        return "" if answer.status == MISSING else UNREAD
+    if text not in ("InfiniBand", "Ethernet"):
+        notes.append(f"{path} reads {text[:40]!r}")
+        return UNREAD
+    return text
+
+
 def _port(reader: _Reader, device: str, port: int) -> RdmaPort:
     base = f"{IB_CLASS}/{device}/ports/{port}"
     notes: list[str] = []
@@ -324,7 +339,7 @@ def _port(reader: _Reader, device: str, port: int) -> RdmaPort:
     rate = parse_rate(rate_text)
     if rate_text and rate is None:
         notes.append(f"rate {rate_text[:60]!r} not understood")
-    link_layer = reader.text(f"{base}/link_layer", notes) or ""
+    link_layer = _link_layer(reader, f"{base}/link_layer", notes)
     gids = _gids(reader, base, notes)
     netdev = next((g.ndev for g in gids if g.ndev), "")
     if not netdev:

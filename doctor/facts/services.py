@@ -18,6 +18,14 @@ class ServiceState:
         return self.state == "active"
 
 
+# What `systemctl is-active` prints (systemctl(1)); "unknown" for a unit systemd does not
+# know. Anything else is not an answer about the unit.
+UNIT_STATES = frozenset(
+    ("active", "reloading", "inactive", "failed", "activating", "deactivating",
+     "maintenance", "refreshing", "unknown")
+)  # fmt: skip
+
+
 def service_fact(name: str):
     @fact(f"service.{name}")
     def service(ctx: FactContext) -> ServiceState:
@@ -32,6 +40,8 @@ def service_fact(name: str):
             return ServiceState(
                 name, "", said.splitlines()[0] if said else "systemd did not answer"
             )
+        if state not in UNIT_STATES:
+            return ServiceState(name, "", f"systemctl is-active answered {state[:40]!r}")
         return ServiceState(name, state)
 
     return service

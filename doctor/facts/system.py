@@ -12,7 +12,8 @@ import shlex
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.facts.reading import load_json, to_int
+from dldoctor.facts.mountinfo import MOUNTINFO, fstype_on, parse_mountinfo
+from dldoctor.facts.reading import load_json, note_unless_missing, to_int
 from dldoctor.host.base import MISSING, NOT_INSTALLED, OK
 from dldoctor.versions import version_tuple
 
@@ -295,17 +296,12 @@ class Container:
     signs: tuple[str, ...] = ()  # what was seen, for the finding's details
     virtualization: str = ""  # "virtual machine (KVM)" and the like; "" on bare metal
     root_fstype: str = ""
+    unread: tuple[str, ...] = ()  # the places no sign was seen in because they were unreadable
 
-
-def parse_mountinfo_root_fstype(text: str) -> str:
-    """Filesystem type of the last mount on `/` in /proc/self/mountinfo (later mounts win)."""
-    fstype = ""
-    for line in text.splitlines():
-        head, sep, tail = line.partition(" - ")
-        fields = head.split()
-        if sep and len(fields) >= 5 and fields[4] == "/":
-            fstype = tail.split()[0] if tail.split() else ""
-    return fstype
+    @property
+    def blind(self) -> bool:
+        """Not one sign either way, and the usual places could not be read."""
+        return self.in_container is None and bool(self.unread) and not self.signs
 
 
 def runtime_from_cgroup(text: str) -> str:
@@ -330,15 +326,20 @@ def container(ctx: FactContext) -> Container:
         if var.startswith(b"container="):
             name = var.split(b"=", 1)[1].decode("utf-8", "replace")
             strong.append((name, f"PID 1 has container={name}"))
+    unread: list[str] = []  # the signs that could not be looked at
     for path in ("/proc/1/cgroup", "/proc/self/cgroup"):
-        runtime = runtime_from_cgroup(host.read(path).text)
+        answer = host.read(path)
+        note_unless_missing(unread, answer)
+        runtime = runtime_from_cgroup(answer.text)
         if runtime:
             strong.append((runtime, f"{path} names {runtime}"))
             break
     # Weak signs: /.dockerenv stays in any root filesystem built from a Docker image (VMs
     # and bare-metal images too), and overlay roots exist outside containers.
     dockerenv = host.read("/.dockerenv", max_bytes=4096).ok
-    root_fstype = parse_mountinfo_root_fstype(host.read("/proc/self/mountinfo").text)
+    mountinfo = host.read(MOUNTINFO)
+    note_unless_missing(unread, mountinfo)
+    root_fstype = fstype_on(parse_mountinfo(mountinfo.text), "/") or ""
     overlay_root = root_fstype in ("overlay", "fuse-overlayfs", "aufs")
     signs = [sign for _, sign in strong]
     if dockerenv:
@@ -351,6 +352,9 @@ def container(ctx: FactContext) -> Container:
         in_container, runtime = True, "docker"
     elif overlay_root or (dockerenv and not root_fstype):
         in_container, runtime = None, ""
+    elif unread and not signs:
+        # No sign seen, but the places they are seen in could not be read: unknown.
+        in_container, runtime = None, ""
     else:
         in_container, runtime = False, ""
     return Container(
@@ -359,6 +363,7 @@ def container(ctx: FactContext) -> Container:
         signs=tuple(signs),
         virtualization=_virtualization(ctx),
         root_fstype=root_fstype,
+        unread=tuple(unread),
     )
 
 
