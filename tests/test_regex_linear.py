@@ -205,8 +205,9 @@ def test_pattern_is_linear(key):
         assert timed[0][0] < MAX_LARGE_S / 10, f"{method} takes {timed[0][0]:.3f}s on 10k"
         large = _attacks(pattern, LARGE, method)
         for _, i in timed[:3]:
-            t_small = max(_best(pattern, method, small[i], 3), FLOOR_S)
-            t_large = _best(pattern, method, large[i], 2)
+            # best of several: one run of either size can lose a time slice on a busy CI
+            t_small = max(_best(pattern, method, small[i], 5), FLOOR_S)
+            t_large = _best(pattern, method, large[i], 4)
             assert t_large < MAX_LARGE_S and t_large / t_small < MAX_RATIO, (
                 f"{method} on {large[i][:20]!r}...: {t_small:.5f}s at 10k, {t_large:.5f}s at 100k"
             )

@@ -1,0 +1,199 @@
+"""Fault injection through the Host: a wrapper that answers chosen operations with a
+fault (timed out, permission denied, missing, I/O error, garbage, huge) and passes every
+other one to the host it wraps. Used by test_fault_injection.py."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dldoctor.host.base import (
+    DEFAULT_MAX_BYTES,
+    ERROR,
+    LINK,
+    LIST,
+    MISSING,
+    NOT_INSTALLED,
+    OK,
+    PERMISSION_DENIED,
+    PROBE,
+    READ,
+    RUN,
+    STATVFS,
+    TIMEOUT,
+    Answer,
+    CommandResult,
+    Host,
+    command_key,
+)
+
+FAULTS = ("timeout", "permission_denied", "missing", "error", "garbage", "huge")
+# A failure to look: the host was not seen, so no verdict may rest on it.
+BLIND = ("timeout", "permission_denied", "error")
+
+HUGE_BYTES = 1 << 20
+# Text a parser must survive: unicode digits, a number past int()'s limit, NUL, a long
+# line, deep nesting, numbers of the wrong sign and kind.
+NASTY = (
+    "²",
+    "¹²³",
+    "9" * 5000,
+    "-1",
+    "nan",
+    "1e999",
+    "\x00\x00",
+    "[" * 2000,
+    "{" * 2000,
+    "<" * 500,
+    "0x",
+    "\ufffd",
+    "=" * 300,
+    ":::",
+)
+
+Selector = Callable[[str, str], bool]
+
+
+def family(key: str) -> str:
+    """The key with its numbers and PCI addresses folded: what one code path reads for
+    every GPU, port or disk alike."""
+    key = re.sub(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]", "<pci>", key)
+    return re.sub(r"\d+", "<n>", key)
+
+
+def garbage_text(key: str) -> bytes:
+    rng = random.Random(key)
+    parts = [rng.choice(NASTY) for _ in range(6)] + [rng.randbytes(64).decode("latin-1")]
+    rng.shuffle(parts)
+    lines = [" ".join(parts[i : i + 2]) for i in range(0, len(parts), 2)]
+    return "\n".join(lines).encode("utf-8", "surrogateescape")
+
+
+def huge_text() -> bytes:
+    return b"9" * 5000 + b" " + b"A" * HUGE_BYTES + b"\n" + b"1 2 3 " * 20000
+
+
+def garbage_value(key: str) -> Any:
+    rng = random.Random(key)
+    return rng.choice(
+        [
+            "garbage",
+            ["x", 1, None],
+            {"available": "yes", "gpus": "many", "error": 7},
+            {k: rng.choice(NASTY) for k in ("version", "driver", "count", "value", "gpus")},
+            12,
+            None,
+        ]
+    )
+
+
+class FaultyHost(Host):
+    """Answers the operations `selected` picks with `fault`; every other from `inner`."""
+
+    kind = "faulty"
+
+    def __init__(
+        self,
+        inner: Host,
+        fault: str,
+        selected: Selector,
+        mutate: Callable[[bytes], bytes] | None = None,
+    ):
+        """fault "mutated": the real answer's bytes (a read, a command's stdout) passed
+        through `mutate`."""
+        assert fault in (*FAULTS, "mutated"), fault
+        self.inner = inner
+        self.fault = fault
+        self.selected = selected
+        self.mutate = mutate
+        self.hits = 0
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()} with {self.fault} faults"
+
+    def _answer(
+        self, op: str, key: str, real: Callable[[], Answer], max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> Answer:
+        if not self.selected(op, key):
+            return real()
+        self.hits += 1
+        fault = self.fault
+        if fault == "timeout":
+            return Answer(op, key, TIMEOUT, timeout_s=5.0)
+        if fault == "permission_denied":
+            return Answer(op, key, PERMISSION_DENIED, error="Permission denied")
+        if fault == "missing":
+            return Answer(op, key, NOT_INSTALLED if op == RUN else MISSING)
+        if fault == "error":
+            return Answer(op, key, ERROR, error="[Errno 5] Input/output error")
+        if fault == "mutated":
+            return self._mutated(real(), max_bytes)
+        return Answer(op, key, OK, self._value(op, key, max_bytes))
+
+    def _mutated(self, answer: Answer, max_bytes: int) -> Answer:
+        assert self.mutate is not None
+        value = answer.value
+        if not answer.ok:
+            return answer
+        if isinstance(value, bytes):
+            value = self.mutate(value)[:max_bytes]
+        elif isinstance(value, CommandResult):
+            value = CommandResult(value.returncode, self.mutate(value.stdout), value.stderr)
+        return Answer(answer.op, answer.key, OK, value)
+
+    def _value(self, op: str, key: str, max_bytes: int) -> Any:
+        huge = self.fault == "huge"
+        if op == READ:  # a read is cut at max_bytes, as every Host does
+            return (huge_text() if huge else garbage_text(key))[:max_bytes]
+        if op == RUN:
+            out = huge_text() if huge else garbage_text(key)
+            return CommandResult(0, out, out[:1000])
+        if op == LIST:
+            if huge:
+                return tuple(f"{i}" for i in range(5000))
+            return tuple(sorted(set(NASTY[:7]) | {"a" * 300, "..", "x/y"}))
+        if op == LINK:
+            return "../" * 2000 if huge else "²/../\x00/" + "x" * 300
+        if op == STATVFS:
+            if huge:
+                return {f: 10**5000 for f in ("f_bsize", "f_frsize", "f_blocks", "f_bfree",
+                                              "f_bavail", "f_files", "f_ffree")}  # fmt: skip
+            return {"f_bsize": -1, "f_blocks": "x", "f_bavail": None}
+        if op == PROBE:
+            if huge:
+                return {"value": "A" * HUGE_BYTES, "gpus": [{"name": "9" * 5000}] * 64}
+            return garbage_value(key)
+        raise AssertionError(op)
+
+    def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
+        return self._answer(
+            READ, path, lambda: self.inner.read(path, max_bytes=max_bytes), max_bytes
+        )
+
+    def listdir(self, path: str) -> Answer:
+        return self._answer(LIST, path, lambda: self.inner.listdir(path))
+
+    def readlink(self, path: str) -> Answer:
+        return self._answer(LINK, path, lambda: self.inner.readlink(path))
+
+    def run(self, argv: Sequence[str], **kw) -> Answer:
+        return self._answer(RUN, command_key(argv), lambda: self.inner.run(argv, **kw))
+
+    def statvfs(self, path: str) -> Answer:
+        return self._answer(STATVFS, path, lambda: self.inner.statvfs(path))
+
+    def probe(self, name: str) -> Answer:
+        return self._answer(PROBE, name, lambda: self.inner.probe(name))
+
+
+def recorder(inner: Host) -> tuple[FaultyHost, set[tuple[str, str]]]:
+    """A host that passes everything to `inner`, and the set of (op, key) it was asked."""
+    asked: set[tuple[str, str]] = set()
+
+    def note(op: str, key: str) -> bool:
+        asked.add((op, key))
+        return False
+
+    return FaultyHost(inner, "missing", note), asked
