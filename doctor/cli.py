@@ -172,9 +172,68 @@ def _watchdog(at: float, code: list[int]) -> None:
     threading.Thread(target=fire, name="dldoctor-watchdog", daemon=True).start()
 
 
+def _backstop(at: float) -> None:
+    """The watchdog thread needs the interpreter lock; native code that holds it (a regex
+    gone quadratic, a C extension stuck in a call) stops every thread. A forked process
+    watches from outside: dldoctor still alive at `at` is frozen, its commands' groups are
+    killed, then dldoctor (exit 137). It ends with dldoctor: the pipe's write end closes."""
+    import signal
+
+    read_end, write_end = os.pipe()
+    parent = os.getpid()
+    if os.fork():
+        os.close(read_end)
+        _BACKSTOP.append(write_end)  # held open for the life of the process
+        return
+    try:  # the watcher: no Python handler, no atexit, no stdout held open
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        os.closerange(0, 2)
+        os.closerange(3, read_end)
+        os.closerange(read_end + 1, 1 << 16)
+        if not _ended_by(read_end, at):
+            _kill_stuck(parent)
+    finally:
+        os._exit(0)
+
+
+_BACKSTOP: list[int] = []
+
+
+def _ended_by(fd: int, at: float) -> bool:
+    import select
+    import time
+
+    while (left := at - time.monotonic()) > 0:
+        if select.select([fd], [], [], left)[0]:
+            return True  # EOF (or a stray byte): dldoctor is gone
+    return False
+
+
+def _kill_stuck(parent: int) -> None:
+    import signal
+
+    os.write(2, b"dldoctor: stuck in native code past the deadline: killed\n")
+    os.kill(parent, signal.SIGSTOP)  # frozen: it starts no command while they are killed
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        mine = entry.isdigit() and int(fields[1]) == parent and int(entry) != os.getpid()
+        for kill in (os.killpg, os.kill) if mine else ():  # its commands lead their groups
+            try:
+                kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
+    os.kill(parent, signal.SIGKILL)
+
+
 # After the deadline the report is written and the process exits; this much later the
-# watchdog ends it regardless.
+# watchdog ends it regardless, and this much later still the backstop kills it.
 WATCHDOG_SLACK_S = 0.9
+BACKSTOP_SLACK_S = 2.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -236,6 +295,7 @@ def _main(argv: Sequence[str] | None, watchdog: list[int] | None) -> ExitCode:
     policy, policy_source = _policy(args)
     deadline_at = started + policy.timeouts.deadline_s
     if watchdog is not None and not args.list_checks:
+        _backstop(deadline_at + BACKSTOP_SLACK_S)  # first: forked before any thread starts
         _watchdog(deadline_at + WATCHDOG_SLACK_S, watchdog)
     host: Host | None = None if args.list_checks else _host(args, policy)
     if host is not None and not args.only:

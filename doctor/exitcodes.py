@@ -13,6 +13,7 @@
 | 6    | OUTPUT      | the report could not be written: stdout closed, full, or failing         |
 | 130  | INTERRUPTED | stopped with Ctrl-C                                                      |
 | 143  | TERMINATED  | stopped by SIGTERM (129: SIGHUP); children killed, no report written     |
+| 137  | KILLED      | killed by its backstop 2 s past the deadline: stuck in native code       |
 
 A reader that closes the pipe early (`dldoctor --check | head`) is not an output error: the
 verdict's code stands.
@@ -36,6 +37,7 @@ class ExitCode(enum.IntEnum):
     OUTPUT = 6
     INTERRUPTED = 130
     TERMINATED = 143
+    KILLED = 137  # SIGKILL from the backstop (cli._backstop): the shell's 128 + 9
 
 
 def exit_code_for(findings, *, strict: bool = False) -> ExitCode:

@@ -69,6 +69,15 @@ def marked_processes(mark: str) -> list[str]:
     return found
 
 
+def left_behind(mark: str, grace: float = 2.0) -> list[str]:
+    """The marked processes still alive `grace` seconds on: the backstop watcher (a fork
+    of dldoctor, so marked too) takes a moment to see dldoctor gone and exit."""
+    until = time.monotonic() + grace
+    while (left := marked_processes(mark)) and time.monotonic() < until:
+        time.sleep(0.05)
+    return left
+
+
 def start(tmp_path: Path, *args: str, nvml: bool = False, stdout=subprocess.PIPE):
     mark = uuid.uuid4().hex
     env = {
@@ -97,7 +106,7 @@ def finish(proc: subprocess.Popen, mark: str, limit: float):
     finally:
         proc.kill()
     elapsed = time.monotonic() - began
-    left = marked_processes(mark)
+    left = left_behind(mark)
     for line in left:  # never leave them to the next test, even when this one fails
         os.kill(int(line.split()[0]), signal.SIGKILL)
     assert not left, f"processes left behind: {left}"
@@ -201,9 +210,9 @@ def test_the_watchdog_ends_a_run_whose_report_nobody_reads(tmp_path):
 def test_a_signal_ends_the_run_and_its_children(tmp_path, sig, code):
     proc, mark = start(tmp_path, "--timeout", "300", "--deadline", "300", nvml=True)
     deadline = time.monotonic() + 10
-    while len(marked_processes(mark)) < 3 and time.monotonic() < deadline:
-        time.sleep(0.1)  # until the hung tools and the NVML child are running
-    assert len(marked_processes(mark)) >= 3
+    while len(marked_processes(mark)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)  # dldoctor, its backstop, and at least a hung tool and the NVML child
+    assert len(marked_processes(mark)) >= 4
     sent = time.monotonic()
     proc.send_signal(sig)
     _, err, _ = finish(proc, mark, 5)
@@ -222,3 +231,41 @@ def test_a_closed_pipe_leaves_no_child_behind(tmp_path):
     os.close(read_end)  # the reader went away before the report
     finish(proc, mark, 2)
     assert proc.returncode in (0, 1, 3)
+
+
+GIL_HOG = """
+import ctypes
+
+from dldoctor.model import passed
+from dldoctor.registry import check
+
+
+@check("site.native", "Stuck in native code")
+def stuck(facts, policy):
+    ctypes.PyDLL(None).pause()  # holds the interpreter lock: no thread of dldoctor runs
+    return passed("never")
+"""
+
+
+def test_the_backstop_ends_a_run_stuck_in_native_code(tmp_path):
+    # A check stuck in C while holding the interpreter lock (what a quadratic regex does)
+    # stops the watchdog thread too; the forked backstop kills dldoctor and its commands.
+    from tests.test_plugins import install_fake_distribution
+
+    install_fake_distribution(tmp_path, "dldoctor-native", GIL_HOG, "dldoctor_native_checks")
+    mark = uuid.uuid4().hex
+    env = {**os.environ, "PATH": f"{hanging_tools(tmp_path / 'bin')}:{os.environ['PATH']}",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+           "DLDOCTOR_NO_PLUGINS": "", MARK: mark}  # fmt: skip
+    began = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dldoctor", "--check", "--json", "--deadline", "3",
+         "--timeout", "300", "--root", str(HOSTS / "hgx-h100x8-healthy" / "files")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    out, err, _ = finish(proc, mark, 3 + 3)
+    assert time.monotonic() - began < 3 + 3.5
+    assert proc.returncode == -signal.SIGKILL
+    assert err.decode().strip().splitlines()[-1] == (
+        "dldoctor: stuck in native code past the deadline: killed"
+    )
