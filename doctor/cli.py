@@ -45,9 +45,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(ExitCode.USAGE, f"dldoctor: {message} (see dldoctor --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
     p = _Parser(
-        prog="dldoctor",
+        prog="dldoctor snapshot" if snapshot else "dldoctor",
         description="A doctor for deep-learning hosts: finds what is misconfigured, "
         "explains it, and says how to fix it.",
         epilog="Exit codes: 0 ok, 1 problems found, 2 usage error, 3 some checks could not "
@@ -116,6 +116,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-checks", action="store_true", help="list the checks and exit")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     p.add_argument("--version", action="version", version=f"dldoctor {__version__}")
+    if snapshot:
+        g = p.add_argument_group("snapshot")
+        g.add_argument(
+            "-o",
+            "--output",
+            metavar="PATH",
+            help="where to write the bundle (default: dldoctor-<host>-<UTC time> here)",
+        )
+    p.set_defaults(argv=[])
     return p
 
 
@@ -291,7 +300,10 @@ def _main(argv: Sequence[str] | None, watchdog: list[int] | None) -> ExitCode:
     from dldoctor.host.base import Host
 
     started = time.monotonic()
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    snapshot = argv[:1] == ["snapshot"]
+    args = build_parser(snapshot=snapshot).parse_args(argv[snapshot:])
+    args.argv = argv[snapshot:]
     policy, policy_source = _policy(args)
     deadline_at = started + policy.timeouts.deadline_s
     if watchdog is not None and not args.list_checks:
@@ -316,6 +328,12 @@ def _main(argv: Sequence[str] | None, watchdog: list[int] | None) -> ExitCode:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     assert host is not None
+    if snapshot:
+        from dldoctor.host.recording import RecordingHost
+        from dldoctor.snapshots import take
+
+        host = RecordingHost(host)
+        extras = take.start_extras(host)
     report = diagnose(
         host,
         policy,
@@ -325,8 +343,32 @@ def _main(argv: Sequence[str] | None, watchdog: list[int] | None) -> ExitCode:
         strict=args.strict,
         policy_source=policy_source,
     )
+    if snapshot:
+        return _write_snapshot(args, host, report, extras, deadline_at)
     _write_report(args, report)
     return exit_code_for(report.findings, strict=args.strict)
+
+
+def _write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitCode:
+    """The bundle's path on stdout; exit 0 once it is written (the verdict is inside)."""
+    from dldoctor.snapshots import take
+    from dldoctor.snapshots.bundle import BundleError
+
+    progress = take.Progress()
+    progress.say(f"waiting for {sum(t.is_alive() for t in extras)} extra(s)")
+    late = take.wait_extras(extras, deadline_at)
+    if late:
+        log.warning("%d forensic extra(s) still running at the deadline: not in the bundle", late)
+    progress.say("writing the bundle")
+    dest = args.output or take.default_dest(report, archive=False)
+    try:
+        path = take.write_snapshot(recorder, report, dest, ["dldoctor", "snapshot", *args.argv])
+    except (BundleError, OSError) as exc:
+        raise OutputError(f"cannot write the snapshot: {exc}") from None
+    finally:
+        progress.done()
+    _write_output(lambda: print(path))
+    return ExitCode.OK
 
 
 def _write_report(args: argparse.Namespace, report) -> None:

@@ -104,8 +104,15 @@ class RecordingHost(ObservingHost):
         with self._lock:
             return list(self._answers.values())
 
-    def write_bundle(self, dest: str, *, report: dict | None = None, argv: Sequence[str] = ()):
+    def write_bundle(
+        self,
+        dest: str,
+        *,
+        report: dict | None = None,
+        argv: Sequence[str] = (),
+        extra_files: dict[str, bytes] | None = None,
+    ):
         """Write what was recorded as a bundle directory (docs/bundle-format.md)."""
         from dldoctor.snapshots.bundle import write_bundle
 
-        return write_bundle(dest, self.answers, report=report, argv=argv)
+        return write_bundle(dest, self.answers, report=report, argv=argv, extra_files=extra_files)

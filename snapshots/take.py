@@ -1,0 +1,97 @@
+"""`dldoctor snapshot`: the run of `--check`, recorded, plus the forensic extras support
+asks for, written as a bundle (docs/bundle-format.md) with report.json, report.md and a
+self-contained report.html beside the raw answers."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+from dldoctor.host.base import Host
+from dldoctor.model import Report
+from dldoctor.render.page import render_html, render_markdown
+
+# What no check needs but support asks for first. Each runs under the command timeout,
+# all at once and beside the checks; a tool that is absent is recorded as not installed.
+EXTRAS: tuple[tuple[str, ...], ...] = (
+    ("journalctl", "-k", "-b", "--no-pager", "-n", "2000"),  # the kernel log's tail
+    ("nvidia-smi", "-q", "-x"),
+    ("nvidia-smi", "topo", "-m"),
+    ("nvidia-smi", "nvlink", "-s"),
+    ("lspci", "-vvv"),  # capabilities and link state need root
+    ("numactl", "-H"),
+    ("ibv_devinfo", "-v"),
+    ("mdadm", "--detail", "--scan"),
+    ("dmidecode", "-t", "system", "-t", "bios"),  # root
+)
+
+
+class Progress:
+    """One line on a terminal's stderr, rewritten in place; nothing when not a TTY."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.on = bool(getattr(self.stream, "isatty", None) and self.stream.isatty())
+
+    def say(self, text: str) -> None:
+        if self.on:
+            self.stream.write(f"\r\x1b[Kdldoctor snapshot: {text}")
+            self.stream.flush()
+
+    def done(self) -> None:
+        if self.on:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def start_extras(host: Host) -> list[threading.Thread]:
+    """Ask every extra through `host` (a RecordingHost keeps the answers), concurrently."""
+    threads = [
+        threading.Thread(target=host.run, args=(list(argv),), name="dldoctor-extra", daemon=True)
+        for argv in EXTRAS
+    ]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def wait_extras(threads: Sequence[threading.Thread], until: float) -> int:
+    """Wait for the extras until `until` (monotonic); the number still running then (their
+    answers are not in the bundle: the run's deadline came first)."""
+    for t in threads:
+        t.join(max(0.0, until - time.monotonic()))
+    return sum(t.is_alive() for t in threads)
+
+
+def bundle_name(hostname: str, when: _dt.datetime) -> str:
+    """dldoctor-<host>-<UTC time>: sortable, and safe as a file name."""
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", hostname or "host").strip("._") or "host"
+    return f"dldoctor-{host}-{when.astimezone(_dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+
+
+def report_members(report: Report) -> dict[str, bytes]:
+    """The readable reports that travel in a bundle, beside report.json."""
+    return {
+        "report.md": render_markdown(report).encode(),
+        "report.html": render_html(report).encode(),
+    }
+
+
+def write_snapshot(recorder, report: Report, dest: str, argv: Sequence[str]) -> str:
+    """The bundle directory at `dest` (which must not exist)."""
+    return recorder.write_bundle(
+        dest,
+        report=report.to_dict(),
+        argv=list(argv),
+        extra_files=report_members(report),
+    )
+
+
+def default_dest(report: Report, *, archive: bool) -> str:
+    name = bundle_name(str(report.host.get("hostname") or ""), _dt.datetime.now(_dt.timezone.utc))
+    return os.path.abspath(name + (".tar.gz" if archive else ""))

@@ -1,0 +1,80 @@
+"""report.html, as a support engineer opens it: in a real browser (Debian's headless
+Chromium), without dldoctor and without a network."""
+
+from __future__ import annotations
+
+import html.parser
+import shutil
+import subprocess
+
+import pytest
+
+from dldoctor.diagnose import diagnose
+from dldoctor.host.replay import ReplayHost
+from dldoctor.policy import Policy
+from dldoctor.registry import builtin_checks, ordered
+from dldoctor.render.page import render_html, render_markdown
+from tests.conftest import HOSTS
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _report(scenario: str):
+    return diagnose(ReplayHost(str(HOSTS / scenario)), Policy(), ordered(builtin_checks()))
+
+
+class _References(html.parser.HTMLParser):
+    """Every attribute that could make a browser fetch something."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name in ("src", "href", "srcset", "action", "data", "poster") and value:
+                self.found.append(f"<{tag} {name}={value}>")
+
+
+def test_the_page_loads_nothing_and_forbids_loading():
+    page = render_html(_report("hgx-h100x8-gpu3-x8"))
+    refs = _References()
+    refs.feed(page)
+    assert refs.found == []
+    assert "url(" not in page and "@import" not in page and "<script" not in page
+    assert "default-src 'none'" in page  # a finding's text cannot smuggle a fetch in
+
+
+def test_text_from_the_host_is_escaped():
+    report = _report("ubuntu2204-healthy")
+    f = report.findings[0]
+    hostile = type(f)(**{**f.__dict__, "summary": '<img src="http://x/">&'})
+    page = render_html(type(report)(**{**report.__dict__, "findings": [hostile]}))
+    assert "<img" not in page and "&lt;img src=&quot;http://x/&quot;&gt;&amp;" in page
+
+
+def test_markdown_lists_every_finding():
+    report = _report("hgx-h100x8-gpu3-x8")
+    text = render_markdown(report)
+    assert all(f"`{f.id}`" in text for f in report.findings)
+    failed = next(f for f in report.findings if f.status.value == "fail")
+    section = text[text.index(f"## {failed.category}\n") :].split("\n## ")[0]
+    assert section.index("### FAIL") < section.index("### PASS")  # problems first
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
+def test_the_page_renders_every_finding_in_chromium(tmp_path):
+    report = _report("hgx-h100x8-gpu3-x8")
+    page = tmp_path / "report.html"
+    page.write_text(render_html(report))
+    proc = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    assert "<h1>dldoctor report</h1>" in dom
+    for f in report.findings:
+        assert f'id="{f.id}"' in dom, f.id
+    assert dom.count("<details") == len(report.findings)

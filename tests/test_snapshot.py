@@ -1,0 +1,60 @@
+"""`dldoctor snapshot`: a recorded run written as a bundle that replays to the same
+findings, with the readable reports beside it."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import HOSTS, report_of, run_dldoctor
+
+
+def _findings(report: dict) -> dict[str, tuple[str, str]]:
+    return {f["id"]: (f["status"], f["summary"]) for f in report["findings"]}
+
+
+def test_a_snapshot_of_a_fixture_host_replays_to_the_same_findings(tmp_path):
+    host = HOSTS / "hgx-h100x8-gpu3-x8"
+    proc = run_dldoctor("snapshot", "--from", str(host), "-o", str(tmp_path / "b"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(tmp_path / "b")
+    original = report_of(run_dldoctor("--check", "--json", "--from", str(host)))
+    replayed = report_of(run_dldoctor("--check", "--json", "--from", str(tmp_path / "b")))
+    assert _findings(replayed) == _findings(original)
+    assert any(s == "fail" for s, _ in _findings(replayed).values())  # the x8 GPU is in it
+    inside = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert _findings(inside) == _findings(original)
+
+
+def test_a_snapshot_of_this_machine_replays_to_its_own_report(tmp_path):
+    proc = run_dldoctor("snapshot", "-o", str(tmp_path / "b"))
+    assert proc.returncode == 0, proc.stderr
+    bundle = tmp_path / "b"
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["format"] == "dldoctor-bundle"
+    for member in ("report.json", "report.md", "report.html"):
+        assert f"{member}" in manifest["files"], member
+    recorded = json.loads((bundle / "report.json").read_text())
+    replayed = report_of(run_dldoctor("--check", "--json", "--from", str(bundle)))
+    assert {k: s for k, (s, _) in _findings(replayed).items()} == {
+        k: s for k, (s, _) in _findings(recorded).items()
+    }
+    # Every extra was asked, and each is in the bundle, whether the tool is here or not.
+    commands = {p.name for p in (bundle / "commands").iterdir()}
+    for name in ("nvidia-smi_topo_-m", "numactl_-H", "ibv_devinfo_-v", "lspci_-vvv"):
+        assert name in commands
+
+
+def test_a_snapshot_never_overwrites(tmp_path):
+    (tmp_path / "b").mkdir()
+    proc = run_dldoctor("snapshot", "--from", str(HOSTS / "ubuntu2204-healthy"),
+                        "-o", str(tmp_path / "b"))  # fmt: skip
+    assert proc.returncode == 6
+    assert (
+        proc.stderr.startswith("dldoctor: cannot write the snapshot:") and "exists" in proc.stderr
+    )
+    assert list((tmp_path / "b").iterdir()) == []
+
+
+def test_snapshot_options_belong_to_snapshot():
+    proc = run_dldoctor("--check", "-o", "x")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
