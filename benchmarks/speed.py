@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """dldoctor's speed, side by side, in one run:
 
-    .venv/bin/python benchmarks/speed.py [--runs 15] [--only side-by-side,replay,hang]
+    .venv/bin/python benchmarks/speed.py [--runs 15] [--only side-by-side,replay,hang,diff]
 
 1. side-by-side: `dldoctor --check --json` against `inxi -F` on this machine, in interleaved
    pairs (both see the same load and page cache), median wall time of each and the ratio.
@@ -13,6 +13,8 @@
    temporary folder first on PATH); the wall time and exit code of one
    `dldoctor --check --json` at the default timeouts, then whether any of those sleepers
    outlived it (they are killed afterwards).
+4. diff: `dldoctor diff --json` of two 8-GPU fixture bundles (healthy, one GPU at x8),
+   beside `dldoctor --from` of one of them, in interleaved pairs: median wall time of each.
 
 Every run is a fresh process, Python start-up included, as a Slurm health check starts it.
 Figures only: nothing here passes or fails (speed is measured here, never in the tests).
@@ -175,6 +177,29 @@ def replay_curve(runs: int, warmup: int) -> None:
     )
 
 
+# --- 4. dldoctor diff -------------------------------------------------------------------
+
+
+def diff_pair(runs: int, warmup: int) -> None:
+    print("\n== diff: dldoctor diff --json A B (two 8-GPU fixture bundles)")
+    hosts = REPO / "tests/fixtures/hosts"
+    a, b = str(hosts / "hgx-h100x8-healthy"), str(hosts / "hgx-h100x8-gpu3-x8")
+    cmds = {
+        "dldoctor diff --json A B": [*dldoctor_cmd(), "diff", "--json", a, b],
+        "dldoctor --from A --check --json": [*dldoctor_cmd(), "--from", a, "--check", "--json"],
+    }
+    for _ in range(warmup):
+        for cmd in cmds.values():
+            wall(cmd)
+    times: dict[str, list[float]] = {name: [] for name in cmds}
+    for _ in range(runs):
+        for name, cmd in cmds.items():
+            times[name].append(wall(cmd)[0])
+    rows = [("command", "median", "min")]
+    rows += [(n, ms(statistics.median(t)), ms(min(t))) for n, t in times.items()]
+    table(rows)
+
+
 # --- 3. every tool hangs -----------------------------------------------------------------
 
 
@@ -247,10 +272,10 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--runs", type=int, default=15, help="timed runs (pairs) per figure")
     p.add_argument("--warmup", type=int, default=2, help="runs not counted (page cache, .pyc)")
-    p.add_argument("--only", default="side-by-side,replay,hang", help="parts, comma-separated")
+    p.add_argument("--only", default="side-by-side,replay,hang,diff", help="parts, comma-separated")
     ns = p.parse_args()
     parts = {s.strip() for s in ns.only.split(",") if s.strip()}
-    unknown = parts - {"side-by-side", "replay", "hang"}
+    unknown = parts - {"side-by-side", "replay", "hang", "diff"}
     if unknown:
         p.error(f"unknown part(s): {', '.join(sorted(unknown))}")
     print(f"machine  {machine()}")
@@ -262,6 +287,8 @@ def main() -> int:
         replay_curve(ns.runs, ns.warmup)
     if "hang" in parts:
         hang_run()
+    if "diff" in parts:
+        diff_pair(ns.runs, ns.warmup)
     return 0
 
 

@@ -42,7 +42,7 @@ def _id_list(text: str) -> list[str]:
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
         # One line, as for every other refusal (argparse prints its whole usage block).
-        self.exit(ExitCode.USAGE, f"dldoctor: {message} (see dldoctor --help)\n")
+        self.exit(ExitCode.USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
@@ -50,7 +50,9 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         prog="dldoctor snapshot" if snapshot else "dldoctor",
         description="A doctor for deep-learning hosts: finds what is misconfigured, "
         "explains it, and says how to fix it.",
-        epilog="Exit codes: 0 ok, 1 problems found, 2 usage error, 3 some checks could not "
+        epilog="Compare two hosts or two moments: dldoctor diff [--json] A B (bundle "
+        "directories or report JSON files; dldoctor diff --help). "
+        "Exit codes: 0 ok, 1 problems found, 2 usage error, 3 some checks could not "
         "finish, 4 unreadable bundle or policy, 5 internal error, 6 the report could not be "
         "written.",
     )
@@ -260,7 +262,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
+        if args[:1] == ["diff"]:
+            from dldoctor.diffing import main as diff_main
+
+            return diff_main(args[1:])
         return int(_main(argv, watchdog))
     except Terminated as exc:
         import signal

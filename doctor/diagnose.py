@@ -46,6 +46,7 @@ def diagnose(
     strict: bool = False,
     listeners: Iterable[Listener] = (),
     policy_source: str = "built-in",
+    facts: Facts | None = None,
 ) -> Report:
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.monotonic()
@@ -54,7 +55,8 @@ def diagnose(
     # loading the checks are part of what a scheduler waits for).
     deadline = (deadline_at if deadline_at is not None else t0 + t.deadline_s) - REPORT_RESERVE_S
     host.bound(commands_until=min(t0 + t.probe_window_s + WINDOW_SLACK_S, deadline), until=deadline)
-    facts = Facts(host)
+    # A caller that reads more facts afterwards (`dldoctor diff`) passes its own store.
+    facts = facts if facts is not None else Facts(host)
     # Asked at once, beside the checks: a report cut off by the deadline still names its
     # host (asked only at the end, after the probe window, they would go unanswered).
     threading.Thread(target=_ask_summary_facts, args=(facts,), daemon=True).start()

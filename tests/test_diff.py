@@ -1,0 +1,167 @@
+"""`dldoctor diff A B` through the real CLI: bundles, report JSON files, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from dldoctor.diffing import KEY_FACTS, UNKNOWN, read_key_facts
+from dldoctor.facts import Facts
+from tests.conftest import HOSTS, run_dldoctor
+
+HEALTHY = HOSTS / "hgx-h100x8-healthy"
+GPU3_X8 = HOSTS / "hgx-h100x8-gpu3-x8"
+
+
+def diff_json(a, b):
+    proc = run_dldoctor("diff", "--json", str(a), str(b))
+    return proc, json.loads(proc.stdout)
+
+
+def changed_ids(doc) -> dict[str, tuple[str, str]]:
+    return {f["id"]: (f["a"]["status"], f["b"]["status"]) for f in doc["findings"]["changed"]}
+
+
+def test_one_gpu_at_x8_is_its_width_and_the_width_check(tmp_path):
+    proc, doc = diff_json(HEALTHY, GPU3_X8)
+    assert proc.returncode == 1, proc.stderr
+    assert doc["format"] == "dldoctor-diff" and doc["equivalent"] is False
+    assert doc["facts_compared"] is True
+    assert changed_ids(doc)["pci.link.width"] == ("pass", "fail")
+    # The one fact that differs between the two bundles is that GPU's trained width.
+    assert [(r["fact"], r["item"], r["a"], r["b"]) for r in doc["facts"]] == [
+        ("pcie.width", "0000:48:00.0", "x16", "x8")
+    ]
+    assert doc["facts"][0]["label"] == "pcie.width 0000:48:00.0 (GPU 3)"
+    assert (doc["a"]["hostname"], doc["b"]["hostname"]) == ("hgx-h100-01", "hgx-h100-02")
+
+    text = run_dldoctor("diff", str(HEALTHY), str(GPU3_X8))
+    assert text.returncode == 1
+    lines = text.stdout.splitlines()
+    assert "Findings" in lines and "Key facts" in lines
+    assert "  pci.link.width: pass -> fail" in lines
+    assert "  pcie.width 0000:48:00.0 (GPU 3): x16 -> x8" in lines
+
+
+def _copy(host, tmp_path, name):
+    dest = tmp_path / name
+    shutil.copytree(host, dest, symlinks=True)
+    return dest
+
+
+def test_a_driver_upgrade_is_reported(tmp_path):
+    newer = _copy(HEALTHY, tmp_path, "newer")
+    nvml = newer / "nvml.json"
+    data = json.loads(nvml.read_text())
+    assert data["value"]["system"]["driver_version"]["value"] == "550.54.15"
+    data["value"]["system"]["driver_version"]["value"] = "550.90.07"
+    nvml.write_text(json.dumps(data))
+    proc, doc = diff_json(HEALTHY, newer)
+    assert proc.returncode == 1, proc.stderr
+    rows = {(r["fact"], r["item"]): (r["a"], r["b"]) for r in doc["facts"]}
+    assert rows[("nvidia.driver", None)] == ("550.54.15", "550.90.07")
+    text = run_dldoctor("diff", str(HEALTHY), str(newer))
+    assert "  nvidia.driver: 550.54.15 -> 550.90.07" in text.stdout.splitlines()
+
+
+def test_a_host_with_itself_is_equivalent():
+    proc, doc = diff_json(HEALTHY, HEALTHY)
+    assert proc.returncode == 0, proc.stderr
+    assert doc["equivalent"] is True and doc["facts_compared"] is True
+    assert doc["facts"] == [] and not any(doc["findings"].values())
+    text = run_dldoctor("diff", str(HEALTHY), str(HEALTHY))
+    assert text.returncode == 0
+    assert text.stdout.splitlines() == [f"{HEALTHY} and {HEALTHY} are equivalent"]
+
+
+def test_a_fact_that_cannot_be_read_is_unknown(tmp_path):
+    blind = _copy(HEALTHY, tmp_path, "blind")
+    (blind / "nvml.json").unlink()  # and no nvidia-smi recorded: no NVIDIA source at all
+    assert not any(p.name.startswith("nvidia-smi") for p in (blind / "commands").iterdir())
+    proc, doc = diff_json(HEALTHY, blind)
+    assert proc.returncode == 1, proc.stderr
+    rows = {(r["fact"], r["item"]): (r["a"], r["b"]) for r in doc["facts"]}
+    assert rows[("nvidia.driver", None)] == ("550.54.15", UNKNOWN)
+    assert rows[("gpu.model", "GPU 3")] == ("NVIDIA H100 80GB HBM3", UNKNOWN)
+    assert ("pcie.width", "0000:48:00.0") not in rows  # sysfs still read alike
+
+
+def test_every_key_fact_that_raises_reads_unknown():
+    # No host and no values: every fact asked raises.
+    assert read_key_facts(Facts.given({})) == dict.fromkeys(KEY_FACTS, UNKNOWN)
+
+
+def _report(host, path):
+    proc = run_dldoctor("--from", str(host), "--check", "--json")
+    path.write_text(proc.stdout)
+    return path
+
+
+def test_two_reports_compare_findings_only(tmp_path):
+    a = _report(HEALTHY, tmp_path / "a.json")
+    b = _report(GPU3_X8, tmp_path / "b.json")
+    proc, doc = diff_json(a, b)
+    assert proc.returncode == 1, proc.stderr
+    assert (doc["a"]["kind"], doc["b"]["kind"]) == ("report", "report")
+    assert doc["facts_compared"] is False and doc["facts"] == []
+    assert "not compared" in doc["facts_not_compared"]
+    assert changed_ids(doc)["pci.link.width"] == ("pass", "fail")
+    text = run_dldoctor("diff", str(a), str(b))
+    assert "Key facts were not compared: a report JSON holds no facts" in text.stdout
+
+    same = run_dldoctor("diff", str(a), str(a))
+    assert same.returncode == 0
+    assert same.stdout.splitlines() == [
+        f"{a} and {a} are equivalent (key facts were not compared: a report JSON holds no facts)"
+    ]
+
+
+def test_a_report_against_its_bundle_is_equivalent_in_findings(tmp_path):
+    report = _report(GPU3_X8, tmp_path / "r.json")
+    proc, doc = diff_json(GPU3_X8, report)
+    assert proc.returncode == 0, proc.stdout
+    assert doc["equivalent"] is True and doc["facts_compared"] is False
+
+
+def test_findings_only_on_one_side(tmp_path):
+    a = _report(HEALTHY, tmp_path / "a.json")
+    data = json.loads(a.read_text())
+    gone = data["findings"].pop(0)
+    (tmp_path / "b.json").write_text(json.dumps(data))
+    proc, doc = diff_json(a, tmp_path / "b.json")
+    assert proc.returncode == 1
+    assert [f["id"] for f in doc["findings"]["only_in_a"]] == [gone["id"]]
+    assert doc["findings"]["only_in_b"] == [] and doc["findings"]["changed"] == []
+    text = run_dldoctor("diff", str(tmp_path / "b.json"), str(a))
+    assert f"  {gone['id']}: only in B ({gone['status']}: {gone['summary']})" in text.stdout
+
+
+def test_unreadable_inputs_are_one_line_and_exit_4(tmp_path):
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    not_a_report = tmp_path / "list.json"
+    not_a_report.write_text("[1, 2]")
+    empty_dir = tmp_path / "empty"
+    empty_dir.mkdir()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # opening it to read would wait for a writer forever
+    for bad in (tmp_path / "nowhere", garbage, not_a_report, empty_dir, fifo):
+        for args in ((str(HEALTHY), str(bad)), (str(bad), str(HEALTHY))):
+            proc = run_dldoctor("diff", *args)
+            assert proc.returncode == 4, (bad, proc.stderr)
+            assert proc.stdout == ""
+            assert len(proc.stderr.splitlines()) == 1, proc.stderr
+            assert proc.stderr.startswith("dldoctor: ") and "Traceback" not in proc.stderr
+            assert str(bad) in proc.stderr
+
+
+def test_usage_errors_exit_2_and_help_names_diff():
+    proc = run_dldoctor("diff", str(HEALTHY))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("dldoctor diff: ") and len(proc.stderr.splitlines()) == 1
+    assert run_dldoctor("diff", "--nope", "a", "b").returncode == 2
+    helped = run_dldoctor("diff", "--help")
+    assert helped.returncode == 0 and "--json" in helped.stdout
+    # argparse wraps the epilog at the terminal's width.
+    assert "dldoctor diff [--json] A B" in " ".join(run_dldoctor("--help").stdout.split())
