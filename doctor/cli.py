@@ -6,6 +6,7 @@ This module is on the `--check` fast path: it imports neither Textual nor py-cpu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import os
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--from",
         dest="bundle",
         metavar="BUNDLE",
-        help="diagnose a recorded bundle directory instead of this host",
+        help="diagnose a recorded bundle (a directory or a .tar.gz) instead of this host",
     )
     p.add_argument("--policy", metavar="FILE", help="TOML policy file (default: built-in)")
     p.add_argument(
@@ -252,7 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
     try:
-        return int(_main(argv, watchdog))
+        with contextlib.ExitStack() as cleanup:  # an extracted --from archive, removed here
+            return int(_main(argv, watchdog, cleanup))
     except Terminated as exc:
         import signal
 
@@ -284,7 +286,9 @@ def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
         return ExitCode.INTERNAL
 
 
-def _main(argv: Sequence[str] | None, watchdog: list[int] | None) -> ExitCode:
+def _main(
+    argv: Sequence[str] | None, watchdog: list[int] | None, cleanup: contextlib.ExitStack
+) -> ExitCode:
     import time
 
     from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS, diagnose
@@ -297,7 +301,7 @@ def _main(argv: Sequence[str] | None, watchdog: list[int] | None) -> ExitCode:
     if watchdog is not None and not args.list_checks:
         _backstop(deadline_at + BACKSTOP_SLACK_S)  # first: forked before any thread starts
         _watchdog(deadline_at + WATCHDOG_SLACK_S, watchdog)
-    host: Host | None = None if args.list_checks else _host(args, policy)
+    host: Host | None = None if args.list_checks else _host(args, policy, cleanup)
     if host is not None and not args.only:
         host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)  # while the checks load
     specs, plugin_findings = _specs(args.no_plugins)
@@ -415,17 +419,24 @@ def _specs(no_plugins: bool):
     return ordered(specs), findings
 
 
-def _host(args: argparse.Namespace, policy):
+def _host(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack):
     if args.bundle and args.root:
         raise UsageError("--from and --root cannot be used together")
     if args.bundle:
         from dldoctor.host.replay import ReplayHost
+        from dldoctor.snapshots.archive import is_archive, open_bundle
         from dldoctor.snapshots.bundle import BundleError, BundleReader
 
         try:
-            reader = BundleReader(args.bundle)
+            reader = BundleReader(cleanup.enter_context(open_bundle(args.bundle)))
             reader.require_contents()
             changed = reader.verify()
+            if changed and is_archive(args.bundle):  # written whole by dldoctor: damaged
+                raise BundleError(
+                    f"{args.bundle}: archive damaged: {len(changed)} member(s) differ from "
+                    f"its manifest: {', '.join(map(repr, changed[:5]))}"
+                    + (" ..." if len(changed) > 5 else "")
+                )
         except (BundleError, OSError) as exc:
             raise InputError(
                 str(exc)
