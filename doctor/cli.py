@@ -427,8 +427,10 @@ def _host(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack):
         from dldoctor.snapshots.archive import is_archive, open_bundle
         from dldoctor.snapshots.bundle import BundleError, BundleReader
 
+        root = args.bundle
         try:
-            reader = BundleReader(cleanup.enter_context(open_bundle(args.bundle)))
+            root = cleanup.enter_context(open_bundle(args.bundle))
+            reader = BundleReader(root)
             reader.require_contents()
             changed = reader.verify()
             if changed and is_archive(args.bundle):  # written whole by dldoctor: damaged
@@ -438,11 +440,14 @@ def _host(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack):
                     + (" ..." if len(changed) > 5 else "")
                 )
         except (BundleError, OSError) as exc:
-            raise InputError(
+            message = (
                 str(exc)
                 if isinstance(exc, BundleError)
                 else f"cannot read bundle {args.bundle}: {exc}"
-            ) from None
+            )  # an extracted archive is named, not its temporary directory (gone at exit)
+            if root != args.bundle:
+                message = message.replace(os.path.abspath(root), args.bundle)
+            raise InputError(message) from None
         if changed:
             log.warning(
                 "bundle files differ from its manifest (edited by hand?): %s",

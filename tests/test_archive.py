@@ -371,3 +371,9 @@ def test_a_fifo_given_as_the_bundle_is_refused_without_blocking(tmp_path):
     assert proc.stderr == (
         f"dldoctor: {named}: not a gzip file (a .tar.gz bundle starts with 1f 8b)\n"
     )
+
+
+def test_a_bad_bundle_inside_an_archive_is_named_by_the_archive(tmp_path, refused):
+    bad = [member("b", tarfile.DIRTYPE), member("b/manifest.json", data=b"{not json")]
+    line = refused(tar_gz(tmp_path / "a.tar.gz", bad), "manifest.json is not valid JSON")
+    assert "dldoctor-bundle-" not in line  # the temporary directory, removed at exit
