@@ -6,6 +6,7 @@ This module is on the `--check` fast path: it imports neither Textual nor py-cpu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import os
@@ -72,7 +73,7 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         "--from",
         dest="bundle",
         metavar="BUNDLE",
-        help="diagnose a recorded bundle directory instead of this host",
+        help="diagnose a recorded bundle (a directory or a .tar.gz) instead of this host",
     )
     p.add_argument("--policy", metavar="FILE", help="TOML policy file (default: built-in)")
     p.add_argument(
@@ -268,7 +269,8 @@ def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
             from dldoctor.diffing import main as diff_main
 
             return diff_main(args[1:])
-        return int(_main(argv, watchdog))
+        with contextlib.ExitStack() as cleanup:  # an extracted --from archive, removed here
+            return int(_main(argv, watchdog, cleanup))
     except Terminated as exc:
         import signal
 
@@ -300,7 +302,9 @@ def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
         return ExitCode.INTERNAL
 
 
-def _main(argv: Sequence[str] | None, watchdog: list[int] | None) -> ExitCode:
+def _main(
+    argv: Sequence[str] | None, watchdog: list[int] | None, cleanup: contextlib.ExitStack
+) -> ExitCode:
     import time
 
     from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS, diagnose
@@ -316,7 +320,7 @@ def _main(argv: Sequence[str] | None, watchdog: list[int] | None) -> ExitCode:
     if watchdog is not None and not args.list_checks:
         _backstop(deadline_at + BACKSTOP_SLACK_S)  # first: forked before any thread starts
         _watchdog(deadline_at + WATCHDOG_SLACK_S, watchdog)
-    host: Host | None = None if args.list_checks else _host(args, policy)
+    host: Host | None = None if args.list_checks else _host(args, policy, cleanup)
     if host is not None and not args.only:
         host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)  # while the checks load
     specs, plugin_findings = _specs(args.no_plugins)
@@ -464,23 +468,18 @@ def _specs(no_plugins: bool):
     return ordered(specs), findings
 
 
-def _host(args: argparse.Namespace, policy):
+def _host(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack):
     if args.bundle and args.root:
         raise UsageError("--from and --root cannot be used together")
     if args.bundle:
         from dldoctor.host.replay import ReplayHost
-        from dldoctor.snapshots.bundle import BundleError, BundleReader
+        from dldoctor.snapshots.archive import read_bundle
+        from dldoctor.snapshots.bundle import BundleError
 
         try:
-            reader = BundleReader(args.bundle)
-            reader.require_contents()
-            changed = reader.verify()
-        except (BundleError, OSError) as exc:
-            raise InputError(
-                str(exc)
-                if isinstance(exc, BundleError)
-                else f"cannot read bundle {args.bundle}: {exc}"
-            ) from None
+            reader, changed = read_bundle(args.bundle, cleanup)
+        except BundleError as exc:
+            raise InputError(str(exc)) from None
         if changed:
             log.warning(
                 "bundle files differ from its manifest (edited by hand?): %s",

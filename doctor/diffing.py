@@ -247,23 +247,12 @@ def _finding_table(findings: Sequence[dict]) -> dict[str, dict]:
     return table
 
 
-def _bundle_side(path: str) -> Side:
+def _bundle_side(path: str, reader) -> Side:
     from dldoctor.diagnose import diagnose
     from dldoctor.host.replay import ReplayHost
     from dldoctor.policy import Policy
     from dldoctor.registry import builtin_checks, ordered
-    from dldoctor.snapshots.bundle import BundleError, BundleReader
 
-    try:
-        reader = BundleReader(path)
-        reader.require_contents()
-        changed = reader.verify()
-    except (BundleError, OSError) as exc:
-        raise DiffInputError(
-            str(exc) if isinstance(exc, BundleError) else f"{path}: {exc}"
-        ) from None
-    if changed:  # as `--from` says it: worth knowing, not a reason to refuse
-        log.warning("%s: files differ from its manifest: %s", path, ", ".join(changed[:5]))
     # Built-in checks and the built-in policy only: a diff compares hosts, not settings.
     host = ReplayHost(reader)
     facts = Facts(host)  # the checks' facts, asked again for the key facts at no cost
@@ -300,10 +289,20 @@ def _report_side(path: str) -> Side:
 
 @contextlib.contextmanager
 def opened(path: str) -> Iterator[Side]:
-    """One input, read. The one place that tells the kinds apart: a `.tar.gz` bundle is to
-    be opened here too (its extracted directory then goes to `_bundle_side`)."""
-    if os.path.isdir(path):
-        yield _bundle_side(path)
+    """One input, read: a bundle (directory or `.tar.gz`, opened as `--from` opens it) or
+    a report JSON file. The one place that tells the kinds apart."""
+    from dldoctor.snapshots.archive import is_archive, read_bundle
+    from dldoctor.snapshots.bundle import BundleError
+
+    if os.path.isdir(path) or is_archive(path):
+        with contextlib.ExitStack() as cleanup:
+            try:
+                reader, changed = read_bundle(path, cleanup)
+            except BundleError as exc:
+                raise DiffInputError(str(exc)) from None
+            if changed:  # as `--from` says it: worth knowing, not a reason to refuse
+                log.warning("%s: files differ from its manifest: %s", path, ", ".join(changed[:5]))
+            yield _bundle_side(path, reader)
     elif os.path.isfile(path):
         yield _report_side(path)
     elif os.path.exists(path):  # a FIFO or a device would block the read, or never end
