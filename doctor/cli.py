@@ -125,8 +125,9 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
             "-o",
             "--output",
             metavar="PATH",
-            help="where to write the bundle (default: dldoctor-<host>-<UTC time> here)",
+            help="where to write the bundle (default: dldoctor-<host>-<UTC time>.tar.gz here)",
         )
+        g.add_argument("--dir", action="store_true", help="write a directory, not a .tar.gz")
     p.set_defaults(argv=[])
     return p
 
@@ -371,9 +372,11 @@ def _write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitC
     if late:
         log.warning("%d forensic extra(s) still running at the deadline: not in the bundle", late)
     progress.say("writing the bundle")
-    dest = args.output or take.default_dest(report, archive=False)
+    dest = args.output or take.default_dest(report, archive=not args.dir)
     try:
-        path = take.write_snapshot(recorder, report, dest, ["dldoctor", "snapshot", *args.argv])
+        path = take.write_snapshot(
+            recorder, report, dest, ["dldoctor", "snapshot", *args.argv], archive=not args.dir
+        )
     except (BundleError, OSError) as exc:
         raise OutputError(f"cannot write the snapshot: {exc}") from None
     finally:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -82,14 +84,35 @@ def report_members(report: Report) -> dict[str, bytes]:
     }
 
 
-def write_snapshot(recorder, report: Report, dest: str, argv: Sequence[str]) -> str:
-    """The bundle directory at `dest` (which must not exist)."""
-    return recorder.write_bundle(
-        dest,
-        report=report.to_dict(),
-        argv=list(argv),
-        extra_files=report_members(report),
-    )
+def write_snapshot(
+    recorder, report: Report, dest: str, argv: Sequence[str], *, archive: bool
+) -> str:
+    """The bundle at `dest` (which must not exist): a `.tar.gz` or, `archive=False`, a
+    directory. Built in a private folder beside `dest` and moved there whole at the end:
+    an interrupted snapshot leaves nothing at `dest`."""
+    from dldoctor.snapshots.archive import write_archive
+    from dldoctor.snapshots.bundle import BundleError
+
+    dest = os.path.abspath(dest)
+    if os.path.lexists(dest):
+        raise BundleError(f"{dest} already exists; choose a new path")
+    parent = os.path.dirname(dest)
+    os.makedirs(parent, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".dldoctor-snapshot-", dir=parent)
+    try:
+        bundle = recorder.write_bundle(
+            os.path.join(work, "bundle"),
+            report=report.to_dict(),
+            argv=list(argv),
+            extra_files=report_members(report),
+        )
+        if archive:
+            write_archive(bundle, dest)
+        else:
+            os.rename(bundle, dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return dest
 
 
 def default_dest(report: Report, *, archive: bool) -> str:

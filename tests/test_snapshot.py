@@ -4,6 +4,11 @@ findings, with the readable reports beside it."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 from tests.conftest import HOSTS, report_of, run_dldoctor
 
@@ -14,7 +19,7 @@ def _findings(report: dict) -> dict[str, tuple[str, str]]:
 
 def test_a_snapshot_of_a_fixture_host_replays_to_the_same_findings(tmp_path):
     host = HOSTS / "hgx-h100x8-gpu3-x8"
-    proc = run_dldoctor("snapshot", "--from", str(host), "-o", str(tmp_path / "b"))
+    proc = run_dldoctor("snapshot", "--dir", "--from", str(host), "-o", str(tmp_path / "b"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(tmp_path / "b")
     original = report_of(run_dldoctor("--check", "--json", "--from", str(host)))
@@ -26,7 +31,7 @@ def test_a_snapshot_of_a_fixture_host_replays_to_the_same_findings(tmp_path):
 
 
 def test_a_snapshot_of_this_machine_replays_to_its_own_report(tmp_path):
-    proc = run_dldoctor("snapshot", "-o", str(tmp_path / "b"))
+    proc = run_dldoctor("snapshot", "--dir", "-o", str(tmp_path / "b"))
     assert proc.returncode == 0, proc.stderr
     bundle = tmp_path / "b"
     manifest = json.loads((bundle / "manifest.json").read_text())
@@ -46,7 +51,7 @@ def test_a_snapshot_of_this_machine_replays_to_its_own_report(tmp_path):
 
 def test_a_snapshot_never_overwrites(tmp_path):
     (tmp_path / "b").mkdir()
-    proc = run_dldoctor("snapshot", "--from", str(HOSTS / "ubuntu2204-healthy"),
+    proc = run_dldoctor("snapshot", "--dir", "--from", str(HOSTS / "ubuntu2204-healthy"),
                         "-o", str(tmp_path / "b"))  # fmt: skip
     assert proc.returncode == 6
     assert (
@@ -58,3 +63,21 @@ def test_a_snapshot_never_overwrites(tmp_path):
 def test_snapshot_options_belong_to_snapshot():
     proc = run_dldoctor("--check", "-o", "x")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+
+
+def test_the_default_snapshot_is_a_named_archive_that_replays(tmp_path):
+    host = HOSTS / "hgx-h100x8-ib-init"
+    proc = subprocess.run(
+        [sys.executable, "-m", "dldoctor", "snapshot", "--from", str(host)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "DLDOCTOR_NO_PLUGINS": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    path = Path(proc.stdout.strip())
+    assert path.parent == tmp_path and re.fullmatch(
+        r"dldoctor-[A-Za-z0-9._-]+-\d{8}T\d{6}Z\.tar\.gz", path.name
+    ), path.name
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no work folder left
+    original = report_of(run_dldoctor("--check", "--json", "--from", str(host)))
+    replayed = report_of(run_dldoctor("--check", "--json", "--from", str(path)))
+    assert _findings(replayed) == _findings(original)
