@@ -201,9 +201,14 @@ def _write_tree(root, answers, report, argv, extra_files) -> None:
         "tool": {"name": "dldoctor", "version": __version__},
         "created": _utc_now(),
         "argv": list(argv),
-        "files": {rel: hashlib.sha256(data).hexdigest() for rel, data in sorted(written.items())},
+        "files": file_digests(written),
     }
     put(MANIFEST, _json_bytes(manifest))
+
+
+def file_digests(members: dict[str, bytes]) -> dict[str, str]:
+    """The manifest's `files`: bundle-relative name -> sha256 of its bytes."""
+    return {rel: hashlib.sha256(data).hexdigest() for rel, data in sorted(members.items())}
 
 
 def _json_bytes(data: Any) -> bytes:
