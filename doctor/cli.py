@@ -128,6 +128,17 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
             help="where to write the bundle (default: dldoctor-<host>-<UTC time>.tar.gz here)",
         )
         g.add_argument("--dir", action="store_true", help="write a directory, not a .tar.gz")
+        g.add_argument(
+            "--no-redact",
+            action="store_true",
+            help="keep host names, addresses, serials and secrets as they are",
+        )
+        g.add_argument(
+            "--redact-map",
+            metavar="FILE",
+            help="the private map of pseudonyms to continue and update (default: "
+            "~/.config/dldoctor/redact-map.json), so a fleet's bundles stay comparable",
+        )
     p.set_defaults(argv=[])
     return p
 
@@ -372,17 +383,42 @@ def _write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitC
     if late:
         log.warning("%d forensic extra(s) still running at the deadline: not in the bundle", late)
     progress.say("writing the bundle")
-    dest = args.output or take.default_dest(report, archive=not args.dir)
+    redactor, map_path = _redactor(args)
+    dest = args.output or take.default_dest(report, archive=not args.dir, redactor=redactor)
     try:
         path = take.write_snapshot(
-            recorder, report, dest, ["dldoctor", "snapshot", *args.argv], archive=not args.dir
+            recorder,
+            report,
+            dest,
+            ["dldoctor", "snapshot", *args.argv],
+            archive=not args.dir,
+            redactor=redactor,
         )
+        if redactor is not None:
+            os.makedirs(os.path.dirname(map_path), mode=0o700, exist_ok=True)
+            redactor.save(map_path)
     except (BundleError, OSError) as exc:
         raise OutputError(f"cannot write the snapshot: {exc}") from None
     finally:
         progress.done()
+    if redactor is not None:
+        log.warning("redacted; the map back to the real names (keep it private): %s", map_path)
     _write_output(lambda: print(path))
     return ExitCode.OK
+
+
+def _redactor(args):
+    """(the Redactor, where its map is kept), or (None, "") with --no-redact."""
+    if args.no_redact:
+        return None, ""
+    from dldoctor.snapshots import take
+    from dldoctor.snapshots.redact import Redactor
+
+    path = os.path.abspath(args.redact_map or take.default_map_path())
+    try:
+        return Redactor.load(path), path
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--redact-map {path}: {exc}") from None
 
 
 def _write_report(args: argparse.Namespace, report) -> None:

@@ -84,8 +84,21 @@ def report_members(report: Report) -> dict[str, bytes]:
     }
 
 
+def default_map_path() -> str:
+    """The redaction map every snapshot on this account continues, so that one host keeps
+    its pseudonyms from one snapshot to the next: private, and never beside the bundle."""
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(config, "dldoctor", "redact-map.json")
+
+
 def write_snapshot(
-    recorder, report: Report, dest: str, argv: Sequence[str], *, archive: bool
+    recorder,
+    report: Report,
+    dest: str,
+    argv: Sequence[str],
+    *,
+    archive: bool,
+    redactor=None,
 ) -> str:
     """The bundle at `dest` (which must not exist): a `.tar.gz` or, `archive=False`, a
     directory. Built in a private folder beside `dest` and moved there whole at the end:
@@ -106,6 +119,10 @@ def write_snapshot(
             argv=list(argv),
             extra_files=report_members(report),
         )
+        if redactor is not None:
+            from dldoctor.snapshots.redact import redact_bundle
+
+            redact_bundle(bundle, redactor)
         if archive:
             write_archive(bundle, dest)
         else:
@@ -115,6 +132,9 @@ def write_snapshot(
     return dest
 
 
-def default_dest(report: Report, *, archive: bool) -> str:
-    name = bundle_name(str(report.host.get("hostname") or ""), _dt.datetime.now(_dt.timezone.utc))
+def default_dest(report: Report, *, archive: bool, redactor=None) -> str:
+    hostname = str(report.host.get("hostname") or "")
+    if redactor is not None and hostname:
+        hostname = redactor.host(hostname)  # the name must not give the host away either
+    name = bundle_name(hostname, _dt.datetime.now(_dt.timezone.utc))
     return os.path.abspath(name + (".tar.gz" if archive else ""))

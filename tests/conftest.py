@@ -52,6 +52,13 @@ def verdicts(report: dict) -> dict[str, str]:
     return {f["id"]: f["status"] for f in report["findings"]}
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_config(tmp_path_factory):
+    """Every dldoctor a test starts keeps its redaction map in a temporary folder, never
+    in the account's ~/.config."""
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config"))
+
+
 @pytest.fixture
 def hosts() -> Path:
     return HOSTS
