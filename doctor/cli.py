@@ -51,8 +51,9 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         prog="dldoctor snapshot" if snapshot else "dldoctor",
         description="A doctor for deep-learning hosts: finds what is misconfigured, "
         "explains it, and says how to fix it.",
-        epilog="Compare two hosts or two moments: dldoctor diff [--json] A B (bundle "
-        "directories or report JSON files; dldoctor diff --help). "
+        epilog="A redacted support bundle: dldoctor snapshot (dldoctor snapshot --help). "
+        "Compare two hosts or two moments: dldoctor diff [--json] A B (bundles or report "
+        "JSON files; dldoctor diff --help). "
         "Exit codes: 0 ok, 1 problems found, 2 usage error, 3 some checks could not "
         "finish, 4 unreadable bundle or policy, 5 internal error, 6 the report could not be "
         "written.",
