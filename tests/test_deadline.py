@@ -212,10 +212,20 @@ def test_the_watchdog_ends_a_run_whose_report_nobody_reads(tmp_path):
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_ends_the_run_and_its_children(tmp_path, sig, code):
     proc, mark = start(tmp_path, "--timeout", "300", "--deadline", "300", nvml=True)
-    deadline = time.monotonic() + 10
-    while len(marked_processes(mark)) < 4 and time.monotonic() < deadline:
-        time.sleep(0.1)  # dldoctor, its backstop, and at least a hung tool and the NVML child
-    assert len(marked_processes(mark)) >= 4
+    def running() -> bool:  # a hung tool and the NVML child, whatever else runs
+        seen = " | ".join(marked_processes(mark))
+        return "sleep 600" in seen and "nvml_probe" in seen
+
+    deadline = time.monotonic() + 30
+    while not running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not running():
+        seen = marked_processes(mark)
+        proc.kill()
+        proc.communicate()  # reaped, its pipes closed: nothing left to the next tests
+        for line in marked_processes(mark):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        pytest.fail(f"the hung tools and the NVML child never ran: {seen}")
     sent = time.monotonic()
     proc.send_signal(sig)
     _, err, _ = finish(proc, mark, 5)
