@@ -1,4 +1,5 @@
-"""Guided fixes: a Plan of typed, undoable Steps per fix family (not yet implemented).
+"""Guided fixes: a Plan of typed, undoable Steps per fix family. The transaction machinery
+(preview, journal and backups first, rollback, undo) is `plan.py`; no fix is registered yet.
 
 `REGISTRY` holds the fixes that exist, by id. Checks keep the ids of the fixes they plan
 (`fix.gpu.blacklist_nouveau`), but a Finding lists only the ids `known()` here, so no report

@@ -1,0 +1,160 @@
+"""The fix machinery (issue 11): a Plan previewed, applied with a journal written first,
+rolled back when a step fails, undone byte for byte — all under a temporary root, with
+the commands a fix runs recorded instead of run."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from dldoctor.fixes.plan import (
+    JOURNALS,
+    CommandOutcome,
+    FixError,
+    Journal,
+    Plan,
+    RemoveFile,
+    RunCommand,
+    StepFailed,
+    Target,
+    WriteFile,
+    apply,
+    undo,
+)
+
+
+class Recorder:
+    """The commands a fix would run, in order; `fail` names the ones that exit 1."""
+
+    def __init__(self, fail: tuple[str, ...] = ()):
+        self.ran: list[list[str]] = []
+        self.fail = fail
+        self.seen_journal: list[dict] = []
+
+    def __call__(self, argv):
+        self.ran.append(list(argv))
+        return CommandOutcome(1, "no such module") if argv[0] in self.fail else CommandOutcome(0)
+
+
+def tree(root) -> dict[str, tuple[bytes, int, int, int]]:
+    """Every file under root but the journal: bytes, mode, owner."""
+    found = {}
+    for folder, _, files in os.walk(root):
+        if os.path.join(root, JOURNALS.lstrip("/")) in folder:
+            continue
+        for name in files:
+            path = os.path.join(folder, name)
+            st = os.lstat(path)
+            with open(path, "rb") as f:
+                found[os.path.relpath(path, root)] = (f.read(), st.st_mode, st.st_uid, st.st_gid)
+    return found
+
+
+@pytest.fixture
+def root(tmp_path):
+    (tmp_path / "etc/modprobe.d").mkdir(parents=True)
+    conf = tmp_path / "etc/modprobe.d/local.conf"
+    conf.write_text("options nvidia NVreg_EnableGpuFirmware=0\n")
+    conf.chmod(0o640)
+    if os.geteuid() == 0:
+        os.chown(conf, 1234, 4321)  # an owner the restore must bring back
+    (tmp_path / "etc/old.conf").write_text("obsolete\n")
+    return tmp_path
+
+
+def plan() -> Plan:
+    return Plan(
+        "fix.test.example",
+        "an example",
+        (
+            WriteFile("/etc/modprobe.d/local.conf", b"blacklist nouveau\n"),
+            WriteFile("/etc/modprobe.d/new.conf", b"options nouveau modeset=0\n"),
+            RemoveFile("/etc/old.conf"),
+            RunCommand(("modprobe", "-r", "nouveau"), undo_argv=("modprobe", "nouveau")),
+            RunCommand(("update-initramfs", "-u")),
+        ),
+        resolves=("gpu.nouveau",),
+        reboot=True,
+    )
+
+
+def test_preview_changes_nothing_and_shows_the_exact_change(root):
+    before = tree(root)
+    runner = Recorder()
+    text = plan().preview(Target(str(root), runner))
+    assert tree(root) == before and runner.ran == []
+    assert not (root / JOURNALS.lstrip("/")).exists()
+    assert "-options nvidia NVreg_EnableGpuFirmware=0\n+blacklist nouveau" in text
+    assert "run modprobe -r nouveau  (undo: modprobe nouveau)" in text
+    assert "remove /etc/old.conf" in text and "a reboot is needed" in text
+
+
+def test_apply_writes_the_journal_before_the_first_change(root):
+    target = Target(str(root), Recorder())
+    journal = Journal(target)
+    seen = []
+
+    def runner(argv):  # runs after the file steps: the journal already holds their backups
+        seen.append(journal.history()[0])
+        return CommandOutcome(0)
+
+    target.runner = runner
+    record = apply(plan(), target)
+    assert record["state"] == "applied"
+    assert seen[0]["state"] == "applying" and seen[0]["done"] == 3
+    saved = {b["path"]: b for b in seen[0]["backups"]}
+    assert saved["/etc/modprobe.d/new.conf"]["existed"] is False
+    assert saved["/etc/modprobe.d/local.conf"]["mode"] == 0o640
+    assert (root / "etc/modprobe.d/local.conf").read_bytes() == b"blacklist nouveau\n"
+    assert not (root / "etc/old.conf").exists()
+    mode = os.stat(root / JOURNALS.lstrip("/") / record["id"] / "journal.json").st_mode
+    assert mode & 0o777 == 0o600
+
+
+def test_a_step_failing_midway_rolls_the_earlier_ones_back(root):
+    before = tree(root)
+    runner = Recorder(fail=("update-initramfs",))
+    with pytest.raises(StepFailed, match="rolled back: step 5 failed: `update-initramfs -u`"):
+        apply(plan(), Target(str(root), runner))
+    assert tree(root) == before  # files, modes and owners as they were
+    assert runner.ran == [["modprobe", "-r", "nouveau"], ["update-initramfs", "-u"],
+                          ["modprobe", "nouveau"]]  # fmt: skip
+    (record,) = Journal(Target(str(root))).history()
+    assert record["state"].startswith("rolled back: step 5 failed")
+
+
+def test_undo_restores_every_file_byte_for_byte(root):
+    before = tree(root)
+    runner = Recorder()
+    target = Target(str(root), runner)
+    record = apply(plan(), target)
+    assert tree(root) != before
+    undone = undo(record["id"], target)
+    assert undone["state"] == "undone"
+    assert tree(root) == before
+    assert runner.ran[-1] == ["modprobe", "nouveau"]
+    with pytest.raises(FixError, match="nothing to undo"):
+        undo(record["id"], target)
+    history = Journal(target).history()
+    assert [h["state"] for h in history] == ["undone"]
+    assert json.loads(json.dumps(history))  # plain JSON, readable by `fix --history`
+
+
+def test_a_second_apply_refuses_while_one_runs(root):
+    target = Target(str(root), Recorder())
+    held = Journal(target).lock()
+    try:
+        before = tree(root)
+        with pytest.raises(FixError, match="another dldoctor fix is being applied: try again"):
+            apply(plan(), target)
+        assert tree(root) == before
+    finally:
+        os.close(held)
+
+
+@pytest.mark.parametrize("path", ["etc/x", "/etc/../../x", "/etc/a/../b"])
+def test_a_step_cannot_name_a_path_outside_the_root(root, path):
+    with pytest.raises(FixError):
+        apply(Plan("fix.test.bad", "bad", (WriteFile(path, b"x"),)), Target(str(root)))
