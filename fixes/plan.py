@@ -149,6 +149,7 @@ class Plan:
     resolves: tuple[str, ...] = ()  # the check ids it claims to fix, re-run after apply
     reboot: bool = False  # the change takes effect at the next boot
     notes: tuple[str, ...] = field(default=())
+    disturbs_gpus: bool = False  # unloads a module or resets a GPU: not while GPU work runs
 
     def preview(self, target: Target) -> str:
         lines = [f"{self.fix_id}: {self.title}"]
@@ -266,6 +267,15 @@ def _now() -> str:
 def apply(plan: Plan, target: Target) -> dict:
     """Apply `plan`; the journal record (state "applied", or "rolled back" with the reason,
     after which the machine is as it was)."""
+    if plan.disturbs_gpus:
+        from dldoctor.fixes.interlocks import gpu_holders
+
+        holders = gpu_holders(target.root)
+        if holders:
+            more = f" and {len(holders) - 1} more" if len(holders) > 1 else ""
+            raise FixError(
+                f"{plan.fix_id} would disturb GPU work: {holders[0]}{more}; stop it first"
+            )
     journal = Journal(target)
     fd = journal.lock()
     try:

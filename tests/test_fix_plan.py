@@ -158,3 +158,32 @@ def test_a_second_apply_refuses_while_one_runs(root):
 def test_a_step_cannot_name_a_path_outside_the_root(root, path):
     with pytest.raises(FixError):
         apply(Plan("fix.test.bad", "bad", (WriteFile(path, b"x"),)), Target(str(root)))
+
+
+def test_a_fix_that_disturbs_gpus_refuses_while_a_process_holds_one(root):
+    import subprocess
+    import sys
+    from dataclasses import replace
+
+    (root / "dev").mkdir()
+    (root / "dev/nvidia0").write_bytes(b"")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys,time; f=open(sys.argv[1]); print(1, flush=True); "
+         "time.sleep(60)", str(root / "dev/nvidia0")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline() == "1\n"  # it has the device open
+        before = tree(root)
+        runner = Recorder()
+        with pytest.raises(FixError) as refused:
+            apply(replace(plan(), disturbs_gpus=True), Target(str(root), runner))
+        said = str(refused.value)
+        assert f"pid {holder.pid} (" in said and "time.sleep(60)" in said
+        assert said.endswith("stop it first") and "/dev/nvidia0" in said
+        assert tree(root) == before and runner.ran == []
+    finally:
+        holder.kill()
+        holder.communicate()  # reaped, its pipe closed
+    record = apply(replace(plan(), disturbs_gpus=True), Target(str(root), Recorder()))
+    assert record["state"] == "applied"  # nothing holds it any more
