@@ -1,5 +1,6 @@
 """Guided fixes: a Plan of typed, undoable Steps per fix family. The transaction machinery
-(preview, journal and backups first, rollback, undo) is `plan.py`; no fix is registered yet.
+(preview, journal and backups first, rollback, undo) is `plan.py`, the re-checks after it
+`verify.py`.
 
 `REGISTRY` holds the fixes that exist, by id. Checks keep the ids of the fixes they plan
 (`fix.gpu.blacklist_nouveau`), but a Finding lists only the ids `known()` here, so no report
@@ -11,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-REGISTRY: dict[str, Any] = {}  # fix id -> the fix (a Plan builder, once fixes exist)
+
+def _registry() -> dict[str, Any]:
+    from dldoctor.fixes import gpu
+
+    return {"fix.gpu.blacklist_nouveau": gpu.blacklist_nouveau}
+
+
+REGISTRY: dict[str, Any] = _registry()  # fix id -> its Plan builder, from the facts
 
 
 def known(ids: Iterable[str]) -> tuple[str, ...]:

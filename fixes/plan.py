@@ -122,12 +122,16 @@ class RemoveFile:
 class RunCommand:
     argv: tuple[str, ...]
     undo_argv: tuple[str, ...] | None = None  # None: nothing to run back
+    # Derived state (an initramfs, grub.cfg): run again once the files are restored, so
+    # that undo rebuilds it from the files as they were.
+    regenerate: bool = False
 
     def touches(self) -> tuple[str, ...]:
         return ()
 
     def describe(self, target: Target) -> str:
         back = f"  (undo: {' '.join(self.undo_argv)})" if self.undo_argv else ""
+        back += "  (run again on undo, after the files)" if self.regenerate else ""
         return f"run {' '.join(self.argv)}{back}"
 
     def apply(self, target: Target) -> None:
@@ -280,6 +284,7 @@ def apply(plan: Plan, target: Target) -> dict:
     fd = journal.lock()
     try:
         touched = list(dict.fromkeys(p for s in plan.steps for p in s.touches()))
+        commands = [s for s in plan.steps if isinstance(s, RunCommand)]
         record = {
             "id": f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}",
             "fix": plan.fix_id,
@@ -289,9 +294,8 @@ def apply(plan: Plan, target: Target) -> dict:
             "reboot": plan.reboot,
             "resolves": list(plan.resolves),
             "steps": [s.describe(target).splitlines()[0] for s in plan.steps],
-            "undo_commands": [
-                list(s.undo_argv) for s in plan.steps if isinstance(s, RunCommand) and s.undo_argv
-            ],  # fmt: skip
+            "undo_commands": [list(s.undo_argv) for s in commands if s.undo_argv],
+            "regenerate": [list(s.argv) for s in commands if s.regenerate],
             "backups": [_backup(target, p) for p in touched],
             "done": 0,
         }
@@ -309,6 +313,11 @@ def apply(plan: Plan, target: Target) -> dict:
             raise StepFailed(f"{plan.fix_id}: {record['state']}") from None
         record["state"] = "applied"
         record["ended"] = _now()
+        record["boot_id"] = (
+            (target.read("/proc/sys/kernel/random/boot_id") or b"")
+            .decode("ascii", "replace")
+            .strip()
+        )
         journal.save(record)
         return record
     finally:
@@ -320,6 +329,9 @@ def _roll_back(steps: Sequence[Step], record: dict, target: Target) -> None:
         step.undo(target)
     for saved in record["backups"]:
         _restore(target, saved)
+    for step in steps:
+        if isinstance(step, RunCommand) and step.regenerate:
+            target.run(step.argv)
 
 
 def undo(journal_id: str, target: Target) -> dict:
@@ -335,6 +347,8 @@ def undo(journal_id: str, target: Target) -> dict:
             target.run(argv)
         for saved in record["backups"]:
             _restore(target, saved)
+        for argv in record["regenerate"]:
+            target.run(argv)
         record["state"] = "undone"
         record["undone"] = _now()
         journal.save(record)

@@ -39,7 +39,8 @@ class Recorder:
 
 
 def tree(root) -> dict[str, tuple[bytes, int, int, int]]:
-    """Every file under root but the journal: bytes, mode, owner."""
+    """Every file and link under root but the journal: bytes (a link's target), mode,
+    owner."""
     found = {}
     for folder, _, files in os.walk(root):
         if os.path.join(root, JOURNALS.lstrip("/")) in folder:
@@ -47,8 +48,12 @@ def tree(root) -> dict[str, tuple[bytes, int, int, int]]:
         for name in files:
             path = os.path.join(folder, name)
             st = os.lstat(path)
-            with open(path, "rb") as f:
-                found[os.path.relpath(path, root)] = (f.read(), st.st_mode, st.st_uid, st.st_gid)
+            if os.path.islink(path):  # sysfs copies: a link is its target, never followed
+                data = os.readlink(path).encode()
+            else:
+                with open(path, "rb") as f:
+                    data = f.read()
+            found[os.path.relpath(path, root)] = (data, st.st_mode, st.st_uid, st.st_gid)
     return found
 
 

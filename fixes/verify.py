@@ -1,0 +1,46 @@
+"""After a fix: the checks it claims to resolve, run again on the changed machine. A fix
+that needs a reboot is judged again by the first run after the boot (the boot id in the
+journal tells the boots apart)."""
+
+from __future__ import annotations
+
+from dldoctor.fixes.plan import Journal, Plan, Target
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def recheck(check_ids, host) -> dict[str, str]:
+    """check id -> its status now, read through `host`."""
+    from dldoctor.diagnose import diagnose
+    from dldoctor.policy import Policy
+    from dldoctor.registry import builtin_checks
+
+    specs = [s for s in builtin_checks() if s.id in set(check_ids)]
+    return {f.id: f.status.value for f in diagnose(host, Policy(), specs).findings}
+
+
+def verdict(plan_or_record, statuses: dict[str, str], *, rebooted: bool) -> str:
+    reboot = plan_or_record.reboot if isinstance(plan_or_record, Plan) else plan_or_record["reboot"]
+    if statuses and all(s in ("pass", "skip") for s in statuses.values()):
+        return "verified after reboot" if rebooted else "fixed"
+    if reboot and not rebooted:
+        return "pending a reboot"
+    return "did not take" if rebooted else "still failing"
+
+
+def boot_id(target: Target) -> str:
+    return (target.read(BOOT_ID) or b"").decode("ascii", "replace").strip()
+
+
+def after_boot(target: Target, host) -> list[dict]:
+    """Journals of fixes pending a reboot whose boot has passed: judged now, and saved."""
+    journal = Journal(target)
+    now = boot_id(target)
+    judged = []
+    for record in journal.history():
+        if record.get("verdict") != "pending a reboot" or record.get("boot_id") == now:
+            continue
+        record["verdict"] = verdict(record, recheck(record["resolves"], host), rebooted=True)
+        journal.save(record)
+        judged.append(record)
+    return judged
