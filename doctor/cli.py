@@ -52,6 +52,7 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         description="A doctor for deep-learning hosts: finds what is misconfigured, "
         "explains it, and says how to fix it.",
         epilog="A redacted support bundle: dldoctor snapshot (dldoctor snapshot --help). "
+        "Guided fixes, previewed before anything changes: dldoctor fix [ID] [--apply]. "
         "Compare two hosts or two moments: dldoctor diff [--json] A B (bundles or report "
         "JSON files; dldoctor diff --help). "
         "Exit codes: 0 ok, 1 problems found, 2 usage error, 3 some checks could not "
@@ -282,6 +283,10 @@ def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
             from dldoctor.diffing import main as diff_main
 
             return diff_main(args[1:])
+        if args[:1] == ["fix"]:
+            from dldoctor.fixes.command import main as fix_main
+
+            return fix_main(args[1:])
         with contextlib.ExitStack() as cleanup:  # an extracted --from archive, removed here
             return int(_main(argv, watchdog, cleanup))
     except Terminated as exc:

@@ -212,6 +212,7 @@ def test_the_watchdog_ends_a_run_whose_report_nobody_reads(tmp_path):
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_ends_the_run_and_its_children(tmp_path, sig, code):
     proc, mark = start(tmp_path, "--timeout", "300", "--deadline", "300", nvml=True)
+
     def running() -> bool:  # a hung tool and the NVML child, whatever else runs
         seen = " | ".join(marked_processes(mark))
         return "sleep 600" in seen and "nvml_probe" in seen

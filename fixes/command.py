@@ -1,0 +1,120 @@
+"""`dldoctor fix`: the fixes for the current findings, a fix previewed, applied (root, an
+explicit yes), undone, and the history of what was applied."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from dldoctor.exitcodes import ExitCode
+from dldoctor.fixes import REGISTRY
+from dldoctor.fixes.plan import FixError, Journal, Target, apply, undo
+from dldoctor.fixes.verify import after_boot, recheck, verdict
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dldoctor fix",
+        description="Without ID: the fixes for this host's findings. With ID: its preview "
+        "(nothing changes) or, with --apply, the change itself.",
+    )
+    p.add_argument("id", nargs="?", help="a fix id (fix.gpu.blacklist_nouveau)")
+    p.add_argument("--apply", action="store_true", help="make the change (root)")
+    p.add_argument("--yes", action="store_true", help="do not ask before applying")
+    p.add_argument("--undo", metavar="JOURNAL_ID", help="undo an applied fix")
+    p.add_argument("--history", action="store_true", help="the fixes applied here")
+    p.add_argument("--from", dest="bundle", metavar="BUNDLE", help="preview for a bundle")
+    p.add_argument("--root", default="/", help=argparse.SUPPRESS)  # tests: a temporary root
+    return p
+
+
+def _host(args):
+    from dldoctor.host.live import LiveHost
+
+    if not args.bundle:
+        return LiveHost(args.root)
+    from dldoctor.host.replay import ReplayHost
+
+    return ReplayHost(args.bundle)
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    # A bundle's preview diffs against the files it recorded (it is never applied).
+    target = Target(os.path.join(args.bundle, "files") if args.bundle else args.root)
+    try:
+        if args.history:
+            return _history(target)
+        if args.undo:
+            _need_root(args, f"dldoctor fix --undo {args.undo}")
+            record = undo(args.undo, target)
+            print(f"{record['fix']}: undone ({record['id']})")
+            return ExitCode.OK
+        if not args.id:
+            return _listing(args)
+        return _one(args, target)
+    except FixError as exc:
+        print(f"dldoctor: {exc}", file=sys.stderr)
+        return ExitCode.PROBLEMS
+
+
+def _need_root(args, command: str) -> None:
+    if args.root == "/" and os.geteuid() != 0:
+        raise FixError(f"applying a fix needs root: sudo {command}")
+
+
+def _listing(args) -> int:
+    from dldoctor.diagnose import diagnose
+    from dldoctor.policy import Policy
+    from dldoctor.registry import builtin_checks, ordered
+
+    report = diagnose(_host(args), Policy(), ordered(builtin_checks()))
+    offered = [(f, i) for f in report.findings for i in f.fixes]
+    if not offered:
+        print("no finding here has a fix dldoctor can apply")
+    for finding, fix_id in offered:
+        print(f"{fix_id:32} resolves {finding.id} ({finding.status.value}: {finding.summary})")
+    return ExitCode.OK
+
+
+def _one(args, target: Target) -> int:
+    from dldoctor.facts import Facts
+
+    build = REGISTRY.get(args.id)
+    if build is None:
+        raise FixError(f"no fix {args.id!r}; `dldoctor fix` lists the ones for this host")
+    host = _host(args)
+    plan = build(Facts(host))
+    print(plan.preview(target))
+    if not args.apply:
+        print("(a preview: nothing was changed; --apply to make the change)")
+        return ExitCode.OK
+    if args.bundle:
+        raise FixError("a replayed bundle can preview a fix, never apply it")
+    _need_root(args, f"dldoctor fix {args.id} --apply")
+    if not args.yes and not _confirmed():
+        raise FixError("not applied: no confirmation (answer y, or pass --yes)")
+    record = apply(plan, target)
+    statuses = recheck(plan.resolves, _host(args))
+    record["verdict"] = verdict(plan, statuses, rebooted=False)
+    Journal(target).save(record)
+    checks = ", ".join(f"{k} {v}" for k, v in statuses.items())
+    print(f"{plan.fix_id}: applied ({record['id']}); {record['verdict']} ({checks})")
+    return ExitCode.OK
+
+
+def _confirmed() -> bool:
+    if not sys.stdin.isatty():
+        return False
+    return input("Apply this change? [y/N] ").strip().lower() in ("y", "yes")
+
+
+def _history(target: Target) -> int:
+    from dldoctor.host.live import LiveHost
+
+    after_boot(target, LiveHost(target.root))  # a reboot since: judge what waited for it
+    for record in Journal(target).history():
+        state = record.get("verdict") if record["state"] == "applied" else record["state"]
+        print(f"{record['id']}  {record['fix']:32} {record['state']}: {state}")
+    return ExitCode.OK

@@ -1,0 +1,72 @@
+"""`dldoctor fix` through the real CLI, under a temporary root (a hidden --root), with the
+initramfs tool faked first on PATH: nothing on this machine is changed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from dldoctor.fixes.gpu import NOUVEAU_CONF
+from tests.conftest import HOSTS, nonroot, run_dldoctor
+from tests.test_fix_plan import tree
+from tests.test_host_live import fake_command
+
+NOUVEAU = HOSTS / "workstation-rtx4090-nouveau"
+FIX = "fix.gpu.blacklist_nouveau"
+
+
+def _setup(tmp_path):
+    root = tmp_path / "root"
+    shutil.copytree(NOUVEAU / "files", root, symlinks=True)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "ran.log"
+    fake_command(bindir, "update-initramfs", f'echo "update-initramfs $*" >> {log}')
+    env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
+    return root, log, env
+
+
+def test_list_preview_apply_history_undo(tmp_path):
+    root, log, env = _setup(tmp_path)
+    listing = run_dldoctor("fix", "--from", str(NOUVEAU))
+    assert (
+        listing.returncode == 0 and f"{FIX}" in listing.stdout and "gpu.nouveau" in listing.stdout
+    )
+    before = tree(root)
+    preview = run_dldoctor("fix", FIX, "--root", str(root), env=env)
+    assert preview.returncode == 0 and "nothing was changed" in preview.stdout
+    assert tree(root) == before and not log.exists()
+    applied = run_dldoctor("fix", FIX, "--apply", "--yes", "--root", str(root), env=env)
+    assert applied.returncode == 0, applied.stderr
+    assert "applied (" in applied.stdout and "pending a reboot (gpu.nouveau fail)" in applied.stdout
+    assert (root / NOUVEAU_CONF.lstrip("/")).exists()
+    assert log.read_text() == "update-initramfs -u\n"
+    history = run_dldoctor("fix", "--history", "--root", str(root))
+    journal_id = history.stdout.split()[0]
+    assert f"{FIX}" in history.stdout and "applied: pending a reboot" in history.stdout
+    undone = run_dldoctor("fix", "--undo", journal_id, "--root", str(root), env=env)
+    assert undone.returncode == 0 and "undone" in undone.stdout
+    assert {k: v for k, v in tree(root).items() if "var/lib/dldoctor" not in k} == before
+
+
+def test_apply_refuses_without_a_confirmation_and_on_a_bundle(tmp_path):
+    root, log, env = _setup(tmp_path)
+    before = tree(root)
+    unconfirmed = run_dldoctor("fix", FIX, "--apply", "--root", str(root), env=env)  # no TTY
+    assert unconfirmed.returncode == 1
+    assert (
+        unconfirmed.stderr == "dldoctor: not applied: no confirmation (answer y, or pass --yes)\n"
+    )
+    replayed = run_dldoctor("fix", FIX, "--apply", "--yes", "--from", str(NOUVEAU))
+    assert replayed.returncode == 1
+    assert replayed.stderr == "dldoctor: a replayed bundle can preview a fix, never apply it\n"
+    unknown = run_dldoctor("fix", "fix.no.such", "--root", str(root))
+    assert unknown.returncode == 1 and "no fix 'fix.no.such'" in unknown.stderr
+    assert tree(root) == before and not log.exists()
+
+
+@nonroot
+def test_apply_without_root_refuses_naming_the_sudo_command():
+    proc = run_dldoctor("fix", FIX, "--apply", "--yes")
+    assert proc.returncode == 1
+    assert proc.stderr == f"dldoctor: applying a fix needs root: sudo dldoctor fix {FIX} --apply\n"
