@@ -177,10 +177,13 @@ def test_an_nvml_call_that_never_returns_is_killed_with_its_child(tmp_path):
     elapsed = time.monotonic() - began
     assert elapsed < 3 + 1, f"took {elapsed:.1f} s"
     assert proc.returncode == 3, err
-    for f in by_id(out).values():
+    findings = by_id(out).values()
+    for f in findings:
         assert f["status"] == "error", f
-        assert f["summary"].startswith("did not finish before the run's deadline: waiting on "
-                                       "probe nvml"), f["summary"]  # fmt: skip
+        assert f["summary"].startswith("did not finish before the run's deadline"), f
+    # The hung NVML call is named; on a loaded machine a check may still be computing
+    # something else at the cut-off ("abandoned: it was still computing").
+    assert any("waiting on probe nvml" in f["summary"] for f in findings)
 
 
 def test_a_full_run_with_a_hung_nvml_and_hung_tools_ends_at_the_deadline(tmp_path):
