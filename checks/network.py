@@ -226,6 +226,7 @@ def roce(facts: Facts, policy: Policy) -> Outcome:
     remediation="Load nvidia_peermem (`modprobe nvidia-peermem`, and add it to "
     "/etc/modules-load.d/); without it NCCL logs 'GPU Direct RDMA Disabled' and inter-node "
     "bandwidth drops several-fold. In containers, pass /dev/infiniband (`--device`).",
+    fixes=["fix.network.load_peermem"],
 )
 def gpu_direct(facts: Facts, policy: Policy) -> Outcome:
     hcas = facts.get(rdma_devices)
@@ -243,6 +244,7 @@ def gpu_direct(facts: Facts, policy: Policy) -> Outcome:
             "RDMA devices on the host, but no /dev/infiniband/uverbs* in this container: "
             "multi-node jobs here fall back to TCP",
             details,
+            fixes=(),  # the container's devices are given at its start, not loaded in it
         )
     if not gd.modules_readable:
         return skipped("the loaded modules are not readable", details)

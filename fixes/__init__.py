@@ -14,9 +14,12 @@ from typing import Any
 
 
 def _registry() -> dict[str, Any]:
-    from dldoctor.fixes import gpu
+    from dldoctor.fixes import gpu, network
 
-    return {"fix.gpu.blacklist_nouveau": gpu.blacklist_nouveau}
+    return {
+        "fix.gpu.blacklist_nouveau": gpu.blacklist_nouveau,
+        "fix.network.load_peermem": network.load_peermem,
+    }
 
 
 REGISTRY: dict[str, Any] = _registry()  # fix id -> its Plan builder, from the facts
