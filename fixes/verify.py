@@ -20,9 +20,14 @@ def recheck(check_ids, host) -> dict[str, str]:
 
 
 def verdict(plan_or_record, statuses: dict[str, str], *, rebooted: bool) -> str:
+    """Fixed only when every resolved check passes; a check that skipped or could not
+    finish judged nothing, so neither did the re-check."""
     reboot = plan_or_record.reboot if isinstance(plan_or_record, Plan) else plan_or_record["reboot"]
-    if statuses and all(s in ("pass", "skip") for s in statuses.values()):
+    values = set(statuses.values())
+    if values and values <= {"pass"}:
         return "verified after reboot" if rebooted else "fixed"
+    if not values or values & {"skip", "error"}:
+        return "not verified: the checks could not judge it"
     if reboot and not rebooted:
         return "pending a reboot"
     return "did not take" if rebooted else "still failing"

@@ -99,3 +99,22 @@ def test_the_nouveau_finding_offers_the_fix():
     report: Report = diagnose(ReplayHost(str(NOUVEAU_HOST)), Policy(), specs)
     (finding,) = report.findings
     assert finding.status.value == "fail" and finding.fixes == ("fix.gpu.blacklist_nouveau",)
+
+
+@pytest.mark.parametrize(
+    "statuses, reboot, rebooted, expected",
+    [
+        ({"a": "pass"}, False, False, "fixed"),
+        ({"a": "pass"}, True, True, "verified after reboot"),
+        ({"a": "fail"}, True, False, "pending a reboot"),
+        ({"a": "fail"}, False, False, "still failing"),
+        ({"a": "warn"}, True, True, "did not take"),
+        ({"a": "pass", "b": "skip"}, False, False, "not verified: the checks could not judge it"),
+        ({"a": "error"}, True, False, "not verified: the checks could not judge it"),
+        ({}, False, False, "not verified: the checks could not judge it"),
+    ],
+)
+def test_verdict_is_fixed_only_when_every_resolved_check_passes(
+    statuses, reboot, rebooted, expected
+):
+    assert verdict({"reboot": reboot}, statuses, rebooted=rebooted) == expected
