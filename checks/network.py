@@ -34,7 +34,7 @@ def ports(facts: Facts, *, roce: bool) -> list[RdmaPort]:
         for d in facts.get(rdma_devices)
         if not d.iwarp
         for p in d.ports
-        if p.roce == roce and p.link_layer != UNREAD
+        if (p.roce if roce else p.infiniband)
     ]
 
 

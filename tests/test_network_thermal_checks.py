@@ -11,6 +11,7 @@ from dldoctor.facts.kmod import Modules, modules
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import PciBus, PciDevice, pci_devices
 from dldoctor.facts.rdma import (
+    UNREAD,
     Gid,
     GpuDirect,
     RdmaDevice,
@@ -167,3 +168,13 @@ def test_zero_degrees_without_a_slowdown_threshold_is_not_a_reading():
         Facts.given({nvidia: g.NvidiaStack("nvml", gpus=(cold,))}), Policy()
     )
     assert outcome.status == Status.PASS and outcome.summary.startswith("hottest GPU 0 °C")
+
+
+def test_a_port_the_kernel_calls_unknown_is_neither_ib_nor_roce_and_no_error():
+    # usNIC and the like: link_layer "Unknown" is the kernel's answer, not a failed read.
+    usnic = devices(dataclasses.replace(ib(state="DOWN", phys="Disabled"), link_layer="Unknown"))
+    facts = Facts.given({rdma_devices: usnic})
+    assert network.ib_state(facts, Policy()).status == Status.SKIP
+    unread = devices(dataclasses.replace(ib(state="DOWN"), link_layer=UNREAD))
+    outcome = network.ib_state(Facts.given({rdma_devices: unread}), Policy())
+    assert outcome.status == Status.ERROR and "could not be read (mlx5_0:1)" in outcome.summary

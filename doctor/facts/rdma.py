@@ -205,6 +205,10 @@ class RdmaPort:
     def roce(self) -> bool:
         return self.link_layer == "Ethernet"
 
+    @property
+    def infiniband(self) -> bool:
+        return self.link_layer in ("InfiniBand", "")  # "": a kernel older than link_layer
+
 
 @dataclass(frozen=True)
 class RdmaDevice:
@@ -317,14 +321,14 @@ def _device_netdev(reader: _Reader, device: str, port: int, notes: list[str]) ->
 
 
 def _link_layer(reader: _Reader, path: str, notes: list[str]) -> str:
-    """InfiniBand or Ethernet; "" when the kernel has no link_layer (before 2.6.37: only
-    InfiniBand); UNREAD when it could not be read or says something else, so that no
-    check takes the port for either."""
+    """InfiniBand, Ethernet or Unknown (usNIC and the like: neither); "" when the kernel
+    has no link_layer (before 2.6.37: only InfiniBand); UNREAD when it could not be read or
+    says something else, so that no check takes the port for either."""
     answer = reader.host.read(path, max_bytes=SMALL)
     text = answer_text(answer, notes)
     if text is None:
         return "" if answer.status == MISSING else UNREAD
-    if text not in ("InfiniBand", "Ethernet"):
+    if text not in ("InfiniBand", "Ethernet", "Unknown"):  # the kernel's three words
         notes.append(f"{path} reads {text[:40]!r}")
         return UNREAD
     return text
