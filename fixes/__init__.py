@@ -1,30 +1,35 @@
 """Guided fixes: a Plan of typed, undoable Steps per fix family. The transaction machinery
 (preview, journal and backups first, rollback, undo) is `plan.py`, the re-checks after it
-`verify.py`.
+`verify.py`, `dldoctor fix` is `command.py`.
 
-`REGISTRY` holds the fixes that exist, by id. Checks keep the ids of the fixes they plan
-(`fix.gpu.blacklist_nouveau`), but a Finding lists only the ids `known()` here, so no report
-offers a fix that cannot be previewed or applied. Nothing is registered yet.
+`REGISTRY` holds the fixes that exist, by id: where each Plan builder lives, imported only
+when a fix is previewed or applied (every Finding asks `known()`, `--check` included, and
+must not pay for the fix machinery). Checks keep the ids of the fixes they plan
+(`fix.gpu.persistence`), but a Finding lists only the ids `known()` here, so no report
+offers a fix that cannot be previewed or applied.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import importlib
+from collections.abc import Callable, Iterable
 from typing import Any
 
-
-def _registry() -> dict[str, Any]:
-    from dldoctor.fixes import gpu, network
-
-    return {
-        "fix.gpu.blacklist_nouveau": gpu.blacklist_nouveau,
-        "fix.network.load_peermem": network.load_peermem,
-    }
-
-
-REGISTRY: dict[str, Any] = _registry()  # fix id -> its Plan builder, from the facts
+REGISTRY: dict[str, str] = {  # fix id -> "module:function" of its Plan builder
+    "fix.gpu.blacklist_nouveau": "dldoctor.fixes.gpu:blacklist_nouveau",
+    "fix.network.load_peermem": "dldoctor.fixes.network:load_peermem",
+}
 
 
 def known(ids: Iterable[str]) -> tuple[str, ...]:
     """The ids among `ids` that name a registered fix, in their order."""
     return tuple(i for i in ids if i in REGISTRY)
+
+
+def builder(fix_id: str) -> Callable[[Any], Any] | None:
+    """The function from the facts to the fix's Plan; None for an unknown id."""
+    where = REGISTRY.get(fix_id)
+    if where is None:
+        return None
+    module, name = where.split(":")
+    return getattr(importlib.import_module(module), name)

@@ -8,7 +8,7 @@ import os
 import sys
 
 from dldoctor.exitcodes import ExitCode
-from dldoctor.fixes import REGISTRY
+from dldoctor.fixes import builder
 from dldoctor.fixes.plan import FixError, Journal, Target, apply, undo
 from dldoctor.fixes.verify import after_boot, recheck, verdict
 
@@ -81,7 +81,7 @@ def _listing(args) -> int:
 def _one(args, target: Target) -> int:
     from dldoctor.facts import Facts
 
-    build = REGISTRY.get(args.id)
+    build = builder(args.id)
     if build is None:
         raise FixError(f"no fix {args.id!r}; `dldoctor fix` lists the ones for this host")
     host = _host(args)

@@ -50,3 +50,17 @@ def test_the_nouveau_finding_offers_its_fix_in_the_report():
     assert nouveau["status"] == "fail" and nouveau["fixes"] == ["fix.gpu.blacklist_nouveau"]
     ids = {i for f in report["findings"] for i in f["fixes"]}
     assert ids <= set(fixes.REGISTRY)  # no report offers a fix that does not exist
+
+
+def test_every_registered_fix_has_a_builder_and_check_runs_do_not_load_them():
+    import subprocess
+    import sys
+
+    for fix_id in fixes.REGISTRY:
+        assert callable(fixes.builder(fix_id)), fix_id
+    assert fixes.builder("fix.no.such") is None
+    code = ("import sys, dldoctor.fixes as f; from dldoctor.model import Finding, Status; "
+            "Finding('a.b', 'A', 'a', Status.FAIL, 'x', fixes=('fix.gpu.blacklist_nouveau',)); "
+            "print(sorted(m for m in sys.modules if m.startswith('dldoctor.fixes.')))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from dldoctor.facts import Facts
-from dldoctor.fixes import REGISTRY
+from dldoctor.fixes import builder
 from dldoctor.fixes.gpu import NOUVEAU_CONF
 from dldoctor.fixes.plan import Journal, Target, apply, undo
 from dldoctor.fixes.verify import BOOT_ID, after_boot, recheck, verdict
@@ -40,7 +40,7 @@ def _root(tmp_path, release_from: str):
 def test_blacklist_nouveau_previewed_applied_verified_undone(tmp_path, release_from, rebuild):
     root = _root(tmp_path, release_from)
     host = LiveHost(str(root))
-    plan = REGISTRY["fix.gpu.blacklist_nouveau"](Facts(host))
+    plan = builder("fix.gpu.blacklist_nouveau")(Facts(host))
     runner = Recorder()
     target = Target(str(root), runner)
     before = tree(root)
@@ -85,7 +85,7 @@ def test_blacklist_nouveau_previewed_applied_verified_undone(tmp_path, release_f
 def test_an_unknown_distribution_gets_no_guessed_tool(tmp_path):
     root = _root(tmp_path, "workstation-rtx4090-nouveau")
     (root / "etc/os-release").write_text('ID=plan9\nNAME="Plan 9"\n')
-    plan = REGISTRY["fix.gpu.blacklist_nouveau"](Facts(LiveHost(str(root))))
+    plan = builder("fix.gpu.blacklist_nouveau")(Facts(LiveHost(str(root))))
     assert [type(s).__name__ for s in plan.steps] == ["WriteFile"]
     assert any("rebuild the initramfs yourself" in n for n in plan.notes)
 
