@@ -109,6 +109,16 @@ def _answer_meta(answer: Answer) -> dict[str, Any]:
     return meta
 
 
+def work_beside(dest: str, prefix: str) -> tuple[str, str]:
+    """(`dest` made absolute, a private folder beside it to build in, so that the result
+    can be renamed into place whole); BundleError when `dest` already exists."""
+    dest = os.path.abspath(dest)
+    if os.path.lexists(dest):
+        raise BundleError(f"{dest} already exists; choose a new path")
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    return dest, tempfile.mkdtemp(prefix=prefix, dir=os.path.dirname(dest))
+
+
 def write_bundle(
     dest: str,
     answers: Iterable[tuple[Answer, Sequence[str] | None]],
@@ -122,12 +132,7 @@ def write_bundle(
     Everything is written into a sibling temporary directory first and renamed at the end,
     so an interrupted write leaves no half-written bundle behind.
     """
-    dest = os.path.abspath(dest)
-    if os.path.exists(dest):
-        raise BundleError(f"{dest} already exists; choose a new path")
-    parent = os.path.dirname(dest)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".dldoctor-bundle-", dir=parent)
+    dest, tmp = work_beside(dest, ".dldoctor-bundle-")
     try:
         _write_tree(tmp, answers, report, argv, extra_files or {})
         os.rename(tmp, dest)

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -104,14 +103,9 @@ def write_snapshot(
     directory. Built in a private folder beside `dest` and moved there whole at the end:
     an interrupted snapshot leaves nothing at `dest`."""
     from dldoctor.snapshots.archive import write_archive
-    from dldoctor.snapshots.bundle import BundleError
+    from dldoctor.snapshots.bundle import work_beside
 
-    dest = os.path.abspath(dest)
-    if os.path.lexists(dest):
-        raise BundleError(f"{dest} already exists; choose a new path")
-    parent = os.path.dirname(dest)
-    os.makedirs(parent, exist_ok=True)
-    work = tempfile.mkdtemp(prefix=".dldoctor-snapshot-", dir=parent)
+    dest, work = work_beside(dest, ".dldoctor-snapshot-")
     try:
         bundle = recorder.write_bundle(
             os.path.join(work, "bundle"),
