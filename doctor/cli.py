@@ -375,7 +375,30 @@ def _main(
     if snapshot:
         return _write_snapshot(args, host, report, extras, deadline_at)
     _write_report(args, report)
+    if not args.bundle:
+        _fixes_after_boot(args.root or "/", host)
     return exit_code_for(report.findings, strict=args.strict)
+
+
+def _fixes_after_boot(root: str, host) -> None:
+    """A fix that waited for a reboot is judged by the first run after it. A glance at
+    the journal folder first: runs without one (most, and every non-root one: the folder
+    is root's alone) import none of the fix machinery."""
+    try:
+        if not os.listdir(os.path.join(root, "var/lib/dldoctor/journal")):
+            return
+    except OSError:
+        return
+    from dldoctor.fixes.plan import FixError, Target
+    from dldoctor.fixes.verify import after_boot
+
+    try:
+        judged = after_boot(Target(root), host)
+    except (FixError, OSError, ValueError) as exc:
+        log.warning("could not judge the fixes waiting for this boot: %s", exc)
+        return
+    for record in judged:
+        print(f"fix {record['fix']}: {record['verdict']} ({record['id']})", file=sys.stderr)
 
 
 def _write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitCode:

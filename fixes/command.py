@@ -22,6 +22,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("id", nargs="?", help="a fix id (fix.gpu.blacklist_nouveau)")
     p.add_argument("--apply", action="store_true", help="make the change (root)")
     p.add_argument("--yes", action="store_true", help="do not ask before applying")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="apply while GPU work runs, where the fix allows it (running jobs may fail)",
+    )
     p.add_argument("--undo", metavar="JOURNAL_ID", help="undo an applied fix")
     p.add_argument("--history", action="store_true", help="the fixes applied here")
     p.add_argument("--from", dest="bundle", metavar="BUNDLE", help="preview for a bundle")
@@ -95,7 +100,7 @@ def _one(args, target: Target) -> int:
     _need_root(args, f"dldoctor fix {args.id} --apply")
     if not args.yes and not _confirmed():
         raise FixError("not applied: no confirmation (answer y, or pass --yes)")
-    record = apply(plan, target)
+    record = apply(plan, target, force=args.force)
     statuses = recheck(plan.resolves, _host(args))
     record["verdict"] = verdict(plan, statuses, rebooted=False)
     Journal(target).save(record)

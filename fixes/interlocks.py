@@ -1,5 +1,7 @@
-"""What a fix must not disturb: the processes holding the GPUs' device files. A fix that
-unloads a module or resets a GPU refuses while they run, naming each one."""
+"""What a fix must not disturb: the processes holding the GPUs' device files (MIG
+instances included: their processes hold /dev/nvidia-caps/*), and modules in use. A fix
+that resets a GPU or changes what running jobs use refuses while they run, naming each
+one; an undo that unloads a module refuses while the module has users."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import os
 from dataclasses import dataclass
 
 import psutil
+
+from dldoctor.fixes.plan import FixError
 
 DEVICE_PREFIX = "/dev/nvidia"
 
@@ -19,7 +23,8 @@ class Holder:
     device: str  # the first /dev/nvidia* file it holds open
 
     def __str__(self) -> str:
-        return f"pid {self.pid} ({self.user}): {self.command} holds {self.device}"
+        what = " (a MIG instance)" if "/nvidia-caps/" in self.device else ""
+        return f"pid {self.pid} ({self.user}): {self.command} holds {self.device}{what}"
 
 
 def gpu_holders(root: str = "/") -> list[Holder]:
@@ -50,3 +55,23 @@ def _held(pid: int, prefix: str) -> str | None:
         if target.startswith(prefix):
             return target
     return None
+
+
+def refuse_unloading_a_used_module(argv, target) -> None:
+    """FixError when `argv` is a `modprobe -r` of a module /proc/modules shows in use: the
+    kernel would refuse it halfway through an undo."""
+    if not argv or os.path.basename(argv[0]) != "modprobe" or "-r" not in argv:
+        return
+    text = (target.read("/proc/modules") or b"").decode("ascii", "replace")
+    users = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[2].isdigit():
+            users[fields[0]] = (int(fields[2]), fields[3].strip(",-").replace(",", ", "))
+    for name in (a.replace("-", "_") for a in argv[1:] if not a.startswith("-")):
+        count, by = users.get(name, (0, ""))
+        if count:
+            held = f" by {by}" if by else ""
+            raise FixError(
+                f"{name} is in use ({count}{held}): it cannot be unloaded; stop what uses it first"
+            )

@@ -142,7 +142,45 @@ class RunCommand:
             target.run(self.undo_argv)
 
 
-Step = WriteFile | RemoveFile | RunCommand
+@dataclass(frozen=True)
+class WriteAttribute:
+    """A kernel attribute set now: a /proc/sys or /sys file written in place (they take
+    no temporary file and rename), its old value kept in the journal and written back."""
+
+    path: str
+    value: str
+
+    def touches(self) -> tuple[str, ...]:
+        return ()
+
+    def describe(self, target: Target) -> str:
+        old = target.read(self.path)
+        was = old.decode("ascii", "replace").strip() if old is not None else "absent"
+        return f"set {self.path} = {self.value} (now {was})"
+
+    def remember(self, target: Target) -> dict:
+        old = target.read(self.path)
+        if old is None:
+            raise FixError(f"{self.path} does not exist here")
+        return {"path": self.path, "value": old.decode("ascii", "replace").strip()}
+
+    def apply(self, target: Target) -> None:
+        _write_in_place(target.path(self.path), self.value)
+
+    def undo(self, target: Target) -> None:
+        """Written back from the journal's record of the old value."""
+
+
+def _write_in_place(path: str, value: str) -> None:
+    # No O_CREAT: an attribute that is not there is not created as a plain file.
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, (value + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+Step = WriteFile | RemoveFile | RunCommand | WriteAttribute
 
 
 @dataclass(frozen=True)
@@ -154,10 +192,15 @@ class Plan:
     reboot: bool = False  # the change takes effect at the next boot
     notes: tuple[str, ...] = field(default=())
     disturbs_gpus: bool = False  # unloads a module or resets a GPU: not while GPU work runs
+    # --force may override the GPU interlock: the change interrupts running work but loses
+    # nothing that a restart of the job does not bring back (an MTU change), unlike a reset.
+    force_ok: bool = False
 
     def preview(self, target: Target) -> str:
         lines = [f"{self.fix_id}: {self.title}"]
         lines += [f"  {i}. {s.describe(target)}".rstrip() for i, s in enumerate(self.steps, 1)]
+        if not self.steps:
+            lines.append("  nothing dldoctor can change here; what to do instead:")
         if self.reboot:
             lines.append("  a reboot is needed for it to take effect")
         lines += [f"  note: {n}" for n in self.notes]
@@ -268,17 +311,23 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def apply(plan: Plan, target: Target) -> dict:
+def apply(plan: Plan, target: Target, *, force: bool = False) -> dict:
     """Apply `plan`; the journal record (state "applied", or "rolled back" with the reason,
-    after which the machine is as it was)."""
-    if plan.disturbs_gpus:
+    after which the machine is as it was). `force` overrides the GPU interlock of a plan
+    that allows it."""
+    if not plan.steps:
+        raise FixError(f"{plan.fix_id}: nothing to apply here; the preview says what to do")
+    if force and not plan.force_ok:
+        raise FixError(f"{plan.fix_id}: --force is not offered for this fix")
+    if plan.disturbs_gpus and not force:
         from dldoctor.fixes.interlocks import gpu_holders
 
         holders = gpu_holders(target.root)
         if holders:
             more = f" and {len(holders) - 1} more" if len(holders) > 1 else ""
+            also = " (or --force: running jobs may fail)" if plan.force_ok else ""
             raise FixError(
-                f"{plan.fix_id} would disturb GPU work: {holders[0]}{more}; stop it first"
+                f"{plan.fix_id} would disturb GPU work: {holders[0]}{more}; stop it first{also}"
             )
     journal = Journal(target)
     fd = journal.lock()
@@ -297,6 +346,7 @@ def apply(plan: Plan, target: Target) -> dict:
             "undo_commands": [list(s.undo_argv) for s in commands if s.undo_argv],
             "regenerate": [list(s.argv) for s in commands if s.regenerate],
             "backups": [_backup(target, p) for p in touched],
+            "attributes": [s.remember(target) for s in plan.steps if isinstance(s, WriteAttribute)],
             "done": 0,
         }
         journal.save(record)  # before the first change: a crash leaves what undoes it
@@ -327,11 +377,18 @@ def apply(plan: Plan, target: Target) -> dict:
 def _roll_back(steps: Sequence[Step], record: dict, target: Target) -> None:
     for step in reversed(steps):
         step.undo(target)
+    done = {s.path for s in steps if isinstance(s, WriteAttribute)}
+    _restore_attributes(target, [a for a in record["attributes"] if a["path"] in done])
     for saved in record["backups"]:
         _restore(target, saved)
     for step in steps:
         if isinstance(step, RunCommand) and step.regenerate:
             target.run(step.argv)
+
+
+def _restore_attributes(target: Target, saved: list[dict]) -> None:
+    for attribute in reversed(saved):
+        _write_in_place(target.path(attribute["path"]), attribute["value"])
 
 
 def undo(journal_id: str, target: Target) -> dict:
@@ -343,8 +400,13 @@ def undo(journal_id: str, target: Target) -> dict:
         record = journal.load(journal_id)
         if record["state"] != "applied":
             raise FixError(f"{journal_id} is {record['state']!r}: nothing to undo")
+        from dldoctor.fixes.interlocks import refuse_unloading_a_used_module
+
+        for argv in record["undo_commands"]:  # all judged before the first one runs
+            refuse_unloading_a_used_module(argv, target)
         for argv in reversed(record["undo_commands"]):
             target.run(argv)
+        _restore_attributes(target, record.get("attributes", []))
         for saved in record["backups"]:
             _restore(target, saved)
         for argv in record["regenerate"]:

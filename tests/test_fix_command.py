@@ -70,3 +70,25 @@ def test_apply_without_root_refuses_naming_the_sudo_command():
     proc = run_dldoctor("fix", FIX, "--apply", "--yes")
     assert proc.returncode == 1
     assert proc.stderr == f"dldoctor: applying a fix needs root: sudo dldoctor fix {FIX} --apply\n"
+
+
+def test_the_first_run_after_the_boot_reports_the_fix_that_waited_for_it(tmp_path):
+    from dldoctor.fixes.verify import BOOT_ID
+    from tests.test_fixes_gpu import boot_without_nouveau
+
+    root, log, env = _setup(tmp_path)
+    boot = root / BOOT_ID.lstrip("/")
+    boot.parent.mkdir(parents=True, exist_ok=True)
+    boot.write_text("11111111-boot-one\n")
+    applied = run_dldoctor("fix", FIX, "--apply", "--yes", "--root", str(root), env=env)
+    assert "pending a reboot" in applied.stdout, applied.stderr
+    same_boot = run_dldoctor("--only", "gpu", "--root", str(root))
+    assert "fix.gpu.blacklist_nouveau" not in same_boot.stderr
+
+    boot_without_nouveau(root)  # and the initramfs obeyed the file
+    after = run_dldoctor("--only", "gpu", "--root", str(root))
+    assert f"fix {FIX}: verified after reboot (" in after.stderr
+    again = run_dldoctor("--only", "gpu", "--root", str(root))
+    assert FIX not in again.stderr  # judged once
+    history = run_dldoctor("fix", "--history", "--root", str(root))
+    assert "applied: verified after reboot" in history.stdout

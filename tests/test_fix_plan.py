@@ -19,6 +19,7 @@ from dldoctor.fixes.plan import (
     RunCommand,
     StepFailed,
     Target,
+    WriteAttribute,
     WriteFile,
     apply,
     undo,
@@ -165,16 +166,19 @@ def test_a_step_cannot_name_a_path_outside_the_root(root, path):
         apply(Plan("fix.test.bad", "bad", (WriteFile(path, b"x"),)), Target(str(root)))
 
 
-def test_a_fix_that_disturbs_gpus_refuses_while_a_process_holds_one(root):
+@pytest.mark.parametrize(
+    "device, said_too", [("dev/nvidia0", ""), ("dev/nvidia-caps/nvidia-cap21", " (a MIG instance)")]
+)
+def test_a_fix_that_disturbs_gpus_refuses_while_a_process_holds_one(root, device, said_too):
     import subprocess
     import sys
     from dataclasses import replace
 
-    (root / "dev").mkdir()
-    (root / "dev/nvidia0").write_bytes(b"")
+    (root / device).parent.mkdir(parents=True)
+    (root / device).write_bytes(b"")
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys,time; f=open(sys.argv[1]); print(1, flush=True); "
-         "time.sleep(60)", str(root / "dev/nvidia0")],
+         "time.sleep(60)", str(root / device)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -185,10 +189,78 @@ def test_a_fix_that_disturbs_gpus_refuses_while_a_process_holds_one(root):
             apply(replace(plan(), disturbs_gpus=True), Target(str(root), runner))
         said = str(refused.value)
         assert f"pid {holder.pid} (" in said and "time.sleep(60)" in said
-        assert said.endswith("stop it first") and "/dev/nvidia0" in said
+        assert said.endswith("stop it first") and f"/{device}{said_too}; " in said
         assert tree(root) == before and runner.ran == []
     finally:
         holder.kill()
         holder.communicate()  # reaped, its pipe closed
     record = apply(replace(plan(), disturbs_gpus=True), Target(str(root), Recorder()))
     assert record["state"] == "applied"  # nothing holds it any more
+
+
+def test_an_attribute_is_set_in_place_and_written_back_on_rollback_and_undo(root):
+    (root / "proc/sys/kernel").mkdir(parents=True)
+    attribute = root / "proc/sys/kernel/numa_balancing"
+    attribute.write_text("1\n")
+    steps = (WriteAttribute("/proc/sys/kernel/numa_balancing", "0"),
+             RunCommand(("sysctl", "--system")))  # fmt: skip
+    example = Plan("fix.test.attribute", "an attribute", steps)
+    assert "set /proc/sys/kernel/numa_balancing = 0 (now 1)" in example.preview(Target(str(root)))
+    inode = attribute.stat().st_ino
+
+    with pytest.raises(StepFailed, match="rolled back: step 2"):
+        apply(example, Target(str(root), Recorder(fail=("sysctl",))))
+    assert attribute.read_text() == "1\n"
+
+    target = Target(str(root), Recorder())
+    record = apply(example, target)
+    assert attribute.read_text() == "0\n" and attribute.stat().st_ino == inode  # not replaced
+    assert record["attributes"] == [{"path": "/proc/sys/kernel/numa_balancing", "value": "1"}]
+    undo(record["id"], target)
+    assert attribute.read_text() == "1\n"
+
+
+def test_an_attribute_that_is_not_there_is_not_created(root):
+    example = Plan("fix.test.attribute", "absent", (WriteAttribute("/sys/nothing/here", "1"),))
+    with pytest.raises(FixError, match="/sys/nothing/here does not exist here"):
+        apply(example, Target(str(root), Recorder()))
+    assert not (root / "sys").exists()
+
+
+def test_a_plan_with_only_advice_previews_it_and_applies_nothing(root):
+    advice = Plan("fix.test.advice", "advice", (), notes=("run the container with --ipc=host",))
+    text = advice.preview(Target(str(root)))
+    assert "nothing dldoctor can change here" in text and "--ipc=host" in text
+    with pytest.raises(FixError, match="nothing to apply here"):
+        apply(advice, Target(str(root)))
+    assert not (root / JOURNALS.lstrip("/")).exists()
+
+
+def test_force_is_refused_where_the_fix_does_not_offer_it(root):
+    from dataclasses import replace
+
+    before = tree(root)
+    with pytest.raises(FixError, match="--force is not offered"):
+        apply(replace(plan(), disturbs_gpus=True), Target(str(root), Recorder()), force=True)
+    assert tree(root) == before
+    record = apply(replace(plan(), disturbs_gpus=True, force_ok=True), Target(str(root), Recorder()),
+                   force=True)  # fmt: skip
+    assert record["state"] == "applied"
+
+
+def test_undo_refuses_to_unload_a_module_in_use_before_running_anything(root):
+    (root / "proc").mkdir()
+    (root / "proc/modules").write_text(
+        "nvidia_peermem 16384 2 ib_core, Live 0x0\nnvidia 56012800 30 nvidia_peermem, Live 0x0\n"
+    )
+    steps = (RunCommand(("modprobe", "nvidia-peermem"),
+                        undo_argv=("modprobe", "-r", "nvidia-peermem")),
+             WriteFile("/etc/modules-load.d/x.conf", b"nvidia-peermem\n"))  # fmt: skip
+    runner = Recorder()
+    target = Target(str(root), runner)
+    record = apply(Plan("fix.test.module", "module", steps), target)
+    with pytest.raises(FixError, match=r"nvidia_peermem is in use \(2 by ib_core\): it cannot"):
+        undo(record["id"], target)
+    assert runner.ran == [["modprobe", "nvidia-peermem"]]  # no undo command ran
+    assert (root / "etc/modules-load.d/x.conf").exists()
+    assert Journal(target).load(record["id"])["state"] == "applied"  # still undoable later

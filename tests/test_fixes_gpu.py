@@ -32,6 +32,20 @@ def _root(tmp_path, release_from: str):
     return root
 
 
+def boot_without_nouveau(root) -> None:
+    """The boot after the fix: a new boot id, nouveau no longer in /proc/modules, and no
+    device bound to it."""
+    (root / BOOT_ID.lstrip("/")).write_text("22222222-boot-two\n")
+    modules = root / "proc/modules"
+    modules.write_text("".join(ln for ln in modules.read_text().splitlines(True)
+                               if not ln.startswith("nouveau ")))  # fmt: skip
+    for folder, _, files in os.walk(root / "sys"):
+        for name in files:
+            link = os.path.join(folder, name)
+            if name == "driver" and os.readlink(link).endswith("/nouveau"):
+                os.unlink(link)
+
+
 @pytest.mark.parametrize(
     "release_from, rebuild",
     [("workstation-rtx4090-nouveau", ["update-initramfs", "-u"]),
@@ -64,16 +78,7 @@ def test_blacklist_nouveau_previewed_applied_verified_undone(tmp_path, release_f
     Journal(target).save(record)
     assert after_boot(target, LiveHost(str(root))) == []  # same boot: nothing to judge yet
 
-    # The boot: a new boot id, and nouveau no longer in /proc/modules.
-    (root / BOOT_ID.lstrip("/")).write_text("22222222-boot-two\n")
-    modules = root / "proc/modules"
-    modules.write_text("".join(ln for ln in modules.read_text().splitlines(True)
-                               if not ln.startswith("nouveau ")))  # fmt: skip
-    for folder, _, files in os.walk(root / "sys"):  # and no device bound to it
-        for name in files:
-            link = os.path.join(folder, name)
-            if name == "driver" and os.readlink(link).endswith("/nouveau"):
-                os.unlink(link)
+    boot_without_nouveau(root)
     (judged,) = after_boot(target, LiveHost(str(root)))
     assert judged["verdict"] == "verified after reboot"
 
