@@ -40,6 +40,7 @@ def inventory(facts: Facts, policy: Policy) -> Outcome:
     remediation="Set the performance governor (`cpupower frequency-set -g performance`, or the "
     "tuned profile `throughput-performance`) and the BIOS power profile to performance: "
     "data loading and kernel launches are CPU-bound.",
+    fixes=["fix.cpu.governor"],
 )
 def governor(facts: Facts, policy: Policy) -> Outcome:
     freq = facts.get(cpu_frequency)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dldoctor.facts import Facts
 from dldoctor.facts.system import os_release
 from dldoctor.fixes.plan import Plan, RunCommand, WriteFile
+from dldoctor.fixes.systemd import enabled, unit_file
 
 NOUVEAU_CONF = "/etc/modprobe.d/blacklist-nouveau.conf"
 NOUVEAU_LINES = (
@@ -45,3 +46,54 @@ def blacklist_nouveau(facts: Facts) -> Plan:
         reboot=True,
         notes=notes,
     )
+
+
+PERSISTENCED = "nvidia-persistenced.service"
+PERSISTENCED_DROPIN = f"/etc/systemd/system/{PERSISTENCED}.d/90-dldoctor-persistence.conf"
+
+
+def persistence(facts: Facts) -> Plan:
+    """Persistence mode through the driver's daemon where its unit is installed (enabled,
+    so it survives reboots); `nvidia-smi -pm 1` only where it is not."""
+    host = facts.host
+    unit = unit_file(host, PERSISTENCED)
+    title = "persistence mode on, so each job does not pay the GPU's initialisation"
+    if not unit:
+        return Plan(
+            "fix.gpu.persistence",
+            title,
+            (RunCommand(("nvidia-smi", "-pm", "1"), undo_argv=("nvidia-smi", "-pm", "0")),),
+            resolves=("gpu.persistence",),
+            notes=(
+                "no nvidia-persistenced unit here: this lasts until the next reboot; "
+                "install the driver's nvidia-persistenced for a lasting one",
+            ),  # fmt: skip
+        )
+    steps: list = []
+    text = host.read(unit).text
+    starts = [ln for ln in text.splitlines() if ln.startswith("ExecStart=")]
+    if starts and "--no-persistence-mode" in starts[-1]:
+        # Ubuntu's packaged unit starts the daemon with persistence mode off: an override
+        # of ExecStart (the empty line clears the packaged one) without that flag.
+        start = " ".join(a for a in starts[-1].split() if a != "--no-persistence-mode")
+        steps += [
+            WriteFile(
+                PERSISTENCED_DROPIN,
+                b"# written by dldoctor (fix.gpu.persistence)\n[Service]\nExecStart=\n"
+                + start.encode()
+                + b"\n",
+            ),
+            RunCommand(("systemctl", "daemon-reload"), regenerate=True),
+        ]
+    if enabled(host, PERSISTENCED) or "[Install]" not in text:
+        # Running already (a static unit is started by the driver's udev rule, and cannot
+        # be enabled): restarted, and restarted again on undo once the unit is as it was.
+        steps.append(RunCommand(("systemctl", "restart", PERSISTENCED), regenerate=True))
+    else:
+        steps.append(
+            RunCommand(
+                ("systemctl", "enable", "--now", PERSISTENCED),
+                undo_argv=("systemctl", "disable", "--now", PERSISTENCED),
+            )
+        )
+    return Plan("fix.gpu.persistence", title, tuple(steps), resolves=("gpu.persistence",))

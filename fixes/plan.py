@@ -17,9 +17,11 @@ import errno
 import fcntl
 import json
 import os
+import re
 import subprocess
 import tempfile
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -198,13 +200,41 @@ class Plan:
 
     def preview(self, target: Target) -> str:
         lines = [f"{self.fix_id}: {self.title}"]
-        lines += [f"  {i}. {s.describe(target)}".rstrip() for i, s in enumerate(self.steps, 1)]
+        for first, last, text in _numbered(self.steps, target):
+            at = f"{first}" if first == last else f"{first}-{last}"
+            lines.append(f"  {at}. {text}".rstrip())
         if not self.steps:
             lines.append("  nothing dldoctor can change here; what to do instead:")
         if self.reboot:
             lines.append("  a reboot is needed for it to take effect")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def _numbered(steps, target: Target):
+    """(first, last, description) per step, a run of more than 3 attributes set to one
+    value in sibling files (each CPU's governor) said once."""
+    runs: list[list] = []
+    for i, step in enumerate(steps, 1):
+        shape = (
+            (re.sub(r"\d+", "N", step.path), step.value)
+            if isinstance(step, WriteAttribute)
+            else None
+        )
+        if shape and runs and runs[-1][0] == shape:
+            runs[-1][2].append(step)
+        else:
+            runs.append([shape, i, [step]])
+    for shape, first, group in runs:
+        if len(group) <= 3:
+            yield from ((first + k, first + k, s.describe(target)) for k, s in enumerate(group))
+            continue
+        was = Counter(
+            (target.read(s.path) or b"absent").decode("ascii", "replace").strip() for s in group
+        )
+        now = ", ".join(f"{v} on {n}" for v, n in sorted(was.items()))
+        text = f"set {shape[0]} = {shape[1]} in {len(group)} files (now {now})"
+        yield first, first + len(group) - 1, text
 
 
 def _write_atomically(path: str, data: bytes, mode: int) -> None:

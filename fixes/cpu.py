@@ -1,0 +1,75 @@
+"""Fixes for the CPU checks."""
+
+from __future__ import annotations
+
+import re
+
+from dldoctor.facts import Facts
+from dldoctor.facts.cpu import CPU_ROOT
+from dldoctor.fixes.plan import Plan, RunCommand, WriteAttribute, WriteFile
+from dldoctor.fixes.systemd import enabled
+
+GOVERNOR = "performance"
+TMPFILES_CONF = "/etc/tmpfiles.d/dldoctor-cpu-governor.conf"
+# systemd-tmpfiles writes `w` lines at every boot, globs included: no daemon and no
+# package (cpufrequtils, cpupower) needed, the same on Debian and the RHEL family.
+TMPFILES_LINES = (
+    b"# written by dldoctor (fix.cpu.governor)\n"
+    b"w /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor - - - - performance\n"
+)
+TUNED_PROFILE = "/etc/tuned/active_profile"
+# Daemons that set the governor themselves at boot: the tmpfiles line would lose to them.
+OVERRIDERS = {
+    "power-profiles-daemon.service": "power-profiles-daemon sets its own governor: "
+    "`powerprofilesctl set performance`, or disable it",
+    "cpufrequtils.service": "cpufrequtils sets GOVERNOR= from /etc/default/cpufrequtils at "
+    "boot: set it to performance there",
+    "cpupower.service": "cpupower.service sets the governor from /etc/sysconfig/cpupower at "
+    "boot: set it to performance there",
+}
+
+
+def governor(facts: Facts) -> Plan:
+    """The performance governor now (each CPU's scaling_governor) and at every boot:
+    through tuned where it runs (it would set its profile's governor back), otherwise a
+    tmpfiles.d line."""
+    host = facts.host
+    cpus = [c for c in (host.listdir(CPU_ROOT).value or ()) if re.fullmatch(r"cpu\d+", c)]
+    cpus.sort(key=lambda c: int(c[3:]))
+    steps: list = []
+    unavailable = []
+    for cpu in cpus:
+        path = f"{CPU_ROOT}/{cpu}/cpufreq/scaling_governor"
+        now = host.read(path, max_bytes=64)
+        if not now.ok or now.text.strip() == GOVERNOR:
+            continue
+        offered = host.read(f"{CPU_ROOT}/{cpu}/cpufreq/scaling_available_governors").text
+        if offered and GOVERNOR not in offered.split():
+            unavailable.append(cpu)
+            continue
+        steps.append(WriteAttribute(path, GOVERNOR))
+    notes = []
+    if unavailable:
+        notes.append(f"{len(unavailable)} CPU(s) offer no performance governor (the cpufreq "
+                     "driver's choice): set the BIOS power profile to performance")  # fmt: skip
+    tuned = host.read(TUNED_PROFILE, max_bytes=256)
+    if tuned.ok and tuned.text.strip():
+        old = tuned.text.split()[0]
+        steps.append(
+            RunCommand(
+                ("tuned-adm", "profile", "throughput-performance"),
+                undo_argv=("tuned-adm", "profile", old),
+            )
+        )
+    else:
+        steps.append(WriteFile(TMPFILES_CONF, TMPFILES_LINES))
+        for unit, advice in OVERRIDERS.items():
+            if enabled(host, unit):
+                notes.append(advice)
+    return Plan(
+        "fix.cpu.governor",
+        "the performance CPU governor, now and at every boot",
+        tuple(steps),
+        resolves=("cpu.governor",),
+        notes=tuple(notes),
+    )
