@@ -1,5 +1,5 @@
-"""Fix ids in findings: only fixes that exist are offered (fix.gpu.blacklist_nouveau is
-registered; fix.gpu.persistence is planned by its check but does not exist yet)."""
+"""Fix ids in findings: only fixes that exist are offered (a check may plan a fix id that
+is not registered, like fix.x.planned below)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ NOUVEAU = str(HOSTS / "workstation-rtx4090-nouveau")
 
 
 def test_known_keeps_registered_ids_in_order(monkeypatch):
-    assert fixes.known(["fix.gpu.persistence", "fix.gpu.blacklist_nouveau"]) == (
+    assert fixes.known(["fix.gpu.not_yet", "fix.gpu.blacklist_nouveau"]) == (
         "fix.gpu.blacklist_nouveau",
     )
     monkeypatch.setitem(fixes.REGISTRY, "fix.b", object())
