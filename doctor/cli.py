@@ -334,6 +334,8 @@ def _main(
     args = build_parser(snapshot=snapshot).parse_args(argv[snapshot:])
     args.argv = argv[snapshot:]
     policy, policy_source = _policy(args)
+    if _interactive(args, snapshot):
+        return _app(args, policy, cleanup)
     deadline_at = started + policy.timeouts.deadline_s
     if watchdog is not None and not args.list_checks:
         _backstop(deadline_at + BACKSTOP_SLACK_S)  # first: forked before any thread starts
@@ -380,6 +382,45 @@ def _main(
     return exit_code_for(report.findings, strict=args.strict)
 
 
+def _interactive(args, snapshot: bool) -> bool:
+    """The app, for a person at a terminal; a pipe, a file or a batch flag gets the
+    checklist (the app's own terminal is both stdin and stdout)."""
+    batch = args.check or args.json or args.list_checks or snapshot
+    tty = all(s is not None and s.isatty() for s in (sys.stdin, sys.stdout))
+    return not batch and tty and os.environ.get("TERM") != "dumb"
+
+
+def _app(args, policy, cleanup: contextlib.ExitStack) -> ExitCode:
+    """The interactive doctor. No watchdog or backstop: the run's deadline still bounds
+    the checks, but the app lives on after it."""
+    from dldoctor.registry import select
+
+    make_host, bundle_dir = _host_maker(args, policy, cleanup)
+    specs, plugin_findings = _specs(args.no_plugins)
+    try:
+        specs = select(specs, args.only, args.skip)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    from dldoctor.tui import run_app
+    from dldoctor.tui.session import Session
+
+    if not args.bundle:
+        _fixes_after_boot(args.root or "/", make_host())
+    session = Session(
+        make_host,
+        policy,
+        specs,
+        read_only=bool(args.bundle),
+        root=args.root or "/",
+        bundle=bundle_dir,
+        label=args.bundle or "",
+        extra=plugin_findings,
+    )
+    run_app(session)
+    report = session.run.report
+    return exit_code_for(report.findings, strict=args.strict) if report else ExitCode.OK
+
+
 def _fixes_after_boot(root: str, host) -> None:
     """A fix that waited for a reboot is judged by the first run after it. A glance at
     the journal folder first: runs without one (most, and every non-root one: the folder
@@ -422,10 +463,8 @@ def _write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitC
             ["dldoctor", "snapshot", *args.argv],
             archive=not args.dir,
             redactor=redactor,
+            map_path=map_path,
         )
-        if redactor is not None:
-            os.makedirs(os.path.dirname(map_path), mode=0o700, exist_ok=True)
-            redactor.save(map_path)
     except (BundleError, OSError) as exc:
         raise OutputError(f"cannot write the snapshot: {exc}") from None
     finally:
@@ -537,6 +576,11 @@ def _specs(no_plugins: bool):
 
 
 def _host(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack):
+    return _host_maker(args, policy, cleanup)[0]()
+
+
+def _host_maker(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack):
+    """(a function making a fresh Host for each run, the bundle's folder or "")."""
     if args.bundle and args.root:
         raise UsageError("--from and --root cannot be used together")
     if args.bundle:
@@ -553,13 +597,15 @@ def _host(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack):
                 "bundle files differ from its manifest (edited by hand?): %s",
                 ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else ""),
             )
-        return ReplayHost(reader)
+        return (lambda: ReplayHost(reader)), reader.path
     from dldoctor.host.live import LiveHost
 
     t = policy.timeouts
     root = args.root or "/"
     if not os.path.isdir(root):
         raise UsageError(f"--root {root}: not a directory")
-    return LiveHost(
-        root, command_timeout=t.command_s, fs_timeout=t.filesystem_s, probe_timeout=t.nvml_s
-    )
+    return (
+        lambda: LiveHost(
+            root, command_timeout=t.command_s, fs_timeout=t.filesystem_s, probe_timeout=t.nvml_s
+        )
+    ), ""

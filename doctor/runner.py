@@ -21,6 +21,7 @@ from dldoctor.registry import CheckSpec
 @dataclass(frozen=True)
 class CheckStarted:
     spec: CheckSpec
+    thread: int = 0  # its thread's ident: `Facts.blocker` says what it waits on
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ class Runner:
             spec = self.specs[index]
             if kind == "start":
                 running[index] = payload
-                self._emit(CheckStarted(spec))
+                self._emit(CheckStarted(spec, payload[1]))
             else:
                 running.pop(index, None)
                 results[index] = payload

@@ -46,8 +46,7 @@ def _host(args):
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    # A bundle's preview diffs against the files it recorded (it is never applied).
-    target = Target(os.path.join(args.bundle, "files") if args.bundle else args.root)
+    target = target_for(args.root, args.bundle)
     try:
         if args.history:
             return _history(target)
@@ -64,9 +63,38 @@ def main(argv: list[str]) -> int:
         return ExitCode.PROBLEMS
 
 
-def _need_root(args, command: str) -> None:
-    if args.root == "/" and os.geteuid() != 0:
+def target_for(root: str, bundle: str | None) -> Target:
+    # A bundle's preview diffs against the files it recorded (it is never applied).
+    return Target(os.path.join(bundle, "files") if bundle else root)
+
+
+def need_root(root: str, command: str) -> None:
+    """FixError naming the sudo command when a change to this machine lacks root."""
+    if root == "/" and os.geteuid() != 0:
         raise FixError(f"applying a fix needs root: sudo {command}")
+
+
+def plan_for(fix_id: str, host):
+    from dldoctor.facts import Facts
+
+    build = builder(fix_id)
+    if build is None:
+        raise FixError(f"no fix {fix_id!r}; `dldoctor fix` lists the ones for this host")
+    return build(Facts(host))
+
+
+def apply_and_verify(plan, target: Target, host, *, force: bool = False, on_step=None):
+    """Apply `plan`, re-run the checks it resolves through `host` (a fresh look at the
+    changed machine) and save the verdict in its journal: (record, statuses)."""
+    record = apply(plan, target, force=force, on_step=on_step)
+    statuses = recheck(plan.resolves, host)
+    record["verdict"] = verdict(plan, statuses, rebooted=False)
+    Journal(target).save(record)
+    return record, statuses
+
+
+def _need_root(args, command: str) -> None:
+    need_root(args.root, command)
 
 
 def _listing(args) -> int:
@@ -84,13 +112,7 @@ def _listing(args) -> int:
 
 
 def _one(args, target: Target) -> int:
-    from dldoctor.facts import Facts
-
-    build = builder(args.id)
-    if build is None:
-        raise FixError(f"no fix {args.id!r}; `dldoctor fix` lists the ones for this host")
-    host = _host(args)
-    plan = build(Facts(host))
+    plan = plan_for(args.id, _host(args))
     print(plan.preview(target))
     if not args.apply:
         print("(a preview: nothing was changed; --apply to make the change)")
@@ -100,10 +122,7 @@ def _one(args, target: Target) -> int:
     _need_root(args, f"dldoctor fix {args.id} --apply")
     if not args.yes and not _confirmed():
         raise FixError("not applied: no confirmation (answer y, or pass --yes)")
-    record = apply(plan, target, force=args.force)
-    statuses = recheck(plan.resolves, _host(args))
-    record["verdict"] = verdict(plan, statuses, rebooted=False)
-    Journal(target).save(record)
+    record, statuses = apply_and_verify(plan, target, _host(args), force=args.force)
     checks = ", ".join(f"{k} {v}" for k, v in statuses.items())
     print(f"{plan.fix_id}: applied ({record['id']}); {record['verdict']} ({checks})")
     return ExitCode.OK

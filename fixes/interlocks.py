@@ -75,3 +75,15 @@ def refuse_unloading_a_used_module(argv, target) -> None:
             raise FixError(
                 f"{name} is in use ({count}{held}): it cannot be unloaded; stop what uses it first"
             )
+
+
+def verdict_lines(plan, root: str = "/") -> list[str]:
+    """What the interlocks say of `plan` now, for a preview: the processes it would
+    disturb, or why none matter."""
+    if not plan.disturbs_gpus:
+        return ["does not disturb running GPU work"]
+    holders = gpu_holders(root)
+    if not holders:
+        return ["would disturb GPU work, and no process holds a GPU now"]
+    force = " (--force allowed: running jobs may fail)" if plan.force_ok else ""
+    return [f"refused while these run{force}:", *(f"  {h}" for h in holders)]

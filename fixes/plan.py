@@ -341,10 +341,10 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def apply(plan: Plan, target: Target, *, force: bool = False) -> dict:
+def apply(plan: Plan, target: Target, *, force: bool = False, on_step=None) -> dict:
     """Apply `plan`; the journal record (state "applied", or "rolled back" with the reason,
     after which the machine is as it was). `force` overrides the GPU interlock of a plan
-    that allows it."""
+    that allows it; `on_step(number, step)` is told of each step as it starts."""
     if not plan.steps:
         raise FixError(f"{plan.fix_id}: nothing to apply here; the preview says what to do")
     if force and not plan.force_ok:
@@ -382,6 +382,8 @@ def apply(plan: Plan, target: Target, *, force: bool = False) -> dict:
         journal.save(record)  # before the first change: a crash leaves what undoes it
         try:
             for i, step in enumerate(plan.steps):
+                if on_step is not None:
+                    on_step(i + 1, step)
                 step.apply(target)
                 record["done"] = i + 1
                 journal.save(record)

@@ -98,10 +98,12 @@ def write_snapshot(
     *,
     archive: bool,
     redactor=None,
+    map_path: str = "",
 ) -> str:
     """The bundle at `dest` (which must not exist): a `.tar.gz` or, `archive=False`, a
     directory. Built in a private folder beside `dest` and moved there whole at the end:
-    an interrupted snapshot leaves nothing at `dest`."""
+    an interrupted snapshot leaves nothing at `dest`. With a `redactor`, its map (the
+    pseudonyms so far) is saved at `map_path` once the bundle is written."""
     from dldoctor.snapshots.archive import write_archive
     from dldoctor.snapshots.bundle import work_beside
 
@@ -123,6 +125,9 @@ def write_snapshot(
             os.rename(bundle, dest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if redactor is not None and map_path:
+        os.makedirs(os.path.dirname(map_path), mode=0o700, exist_ok=True)
+        redactor.save(map_path)
     return dest
 
 

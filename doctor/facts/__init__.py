@@ -178,6 +178,13 @@ class Facts:
             slot.evidence = tuple(dict.fromkeys(evidence))
             slot.done = True
 
+    def peek(self, name: str) -> Any:
+        """The value of the fact called `name` if it is already computed, else None: for
+        a display that must never wait on a probe."""
+        with self._lock:
+            slot = self._slots.get(name)
+        return slot.value if slot is not None and slot.done and slot.error is None else None
+
     def blocker(self, thread_id: int) -> str:
         """What a thread waits on, following waits on facts to the operation that holds
         them: "`nvidia-smi -q -x` (10 s limit)"; "" when it is not waiting on anything."""

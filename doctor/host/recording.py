@@ -104,6 +104,12 @@ class RecordingHost(ObservingHost):
         with self._lock:
             return list(self._answers.values())
 
+    def answer(self, op: str, key: str) -> Answer | None:
+        """The answer kept for (op, key), None when it was never asked."""
+        with self._lock:
+            kept = self._answers.get((op, key))
+        return kept[0] if kept else None
+
     def write_bundle(
         self,
         dest: str,

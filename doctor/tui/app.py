@@ -1,0 +1,72 @@
+"""`dldoctor` on a terminal: the interactive doctor. One screen per task; the app reads
+the Session (Reports, fix Plans) and never the host."""
+
+from __future__ import annotations
+
+from textual.app import App
+
+from dldoctor.tui.palette import DoctorCommands
+from dldoctor.tui.results import ResultsScreen
+
+
+class DoctorApp(App):
+    CSS_PATH = "dldoctor.tcss"
+    TITLE = "dldoctor"
+    COMMANDS = App.COMMANDS | {DoctorCommands}
+
+    def __init__(self, session, **kwargs):
+        super().__init__(**kwargs)
+        self.session = session
+        self.results = ResultsScreen(session)
+
+    def on_mount(self) -> None:
+        self.sub_title = "bundle (read-only)" if self.session.read_only else "live"
+        self.push_screen(self.results)
+        if self.session.run.report is None and not self.session.run.started:
+            self.session.start()
+
+    # Opened from the results screen, the command palette and the fix flow alike.
+    def open_fix(self, fix_id: str) -> None:
+        from dldoctor.tui.fix import FixScreen
+
+        self.push_screen(FixScreen(self.session, fix_id))
+
+    def open_export(self) -> None:
+        from dldoctor.tui.export import ExportScreen
+
+        if self.session.run.report is None:
+            self.notify("wait for the checks to finish", severity="warning")
+            return
+        self.push_screen(ExportScreen(self.session))
+
+    def open_history(self) -> None:
+        from dldoctor.tui.history import HistoryScreen
+
+        self.push_screen(HistoryScreen(self.session))
+
+    def open_help(self) -> None:
+        from dldoctor.tui.confirm import ConfirmScreen
+        from dldoctor.tui.export import ExportScreen
+        from dldoctor.tui.fix import FixScreen
+        from dldoctor.tui.help import HelpScreen
+        from dldoctor.tui.history import HistoryScreen
+
+        self.push_screen(
+            HelpScreen(
+                {
+                    "results": ResultsScreen.BINDINGS,
+                    "fix": FixScreen.BINDINGS,
+                    "confirm": ConfirmScreen.BINDINGS,
+                    "history": HistoryScreen.BINDINGS,
+                    "export": ExportScreen.BINDINGS,
+                }
+            )
+        )
+
+    def show_check(self, check_id: str) -> None:
+        while len(self.screen_stack) > 2:  # back to the results
+            self.pop_screen()
+        self.results.select(check_id)
+
+    def rerun_all(self) -> None:
+        self.results.action_rerun_all()

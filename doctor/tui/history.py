@@ -1,0 +1,71 @@
+"""The fixes applied here, with their state; undo one."""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from dldoctor.tui.confirm import ConfirmScreen
+
+
+class HistoryScreen(Screen):
+    BINDINGS = [Binding("u", "undo", "Undo"), Binding("escape,q", "back", "Back")]
+
+    def __init__(self, session):
+        super().__init__()
+        self.session = session
+
+    def compose(self) -> ComposeResult:
+        yield Static("Fixes applied on this host (the journal in /var/lib/dldoctor)", id="title")
+        yield DataTable(id="history", cursor_type="row")
+        yield Static(id="history-state")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("journal", "fix", "state", "verdict")
+        self.load()
+
+    def load(self) -> None:
+        from dldoctor.tui.fixflow import history
+
+        table = self.query_one(DataTable)
+        table.clear()
+        try:
+            records = history(self.session)
+        except Exception as exc:  # noqa: BLE001 - an unreadable journal, said on screen
+            self.query_one("#history-state", Static).update(f"cannot read the journal: {exc}")
+            return
+        for r in records:
+            table.add_row(r["id"], r["fix"], r["state"], r.get("verdict", ""), key=r["id"])
+        note = "no fix was applied here" if not records else "u undoes the selected fix"
+        self.query_one("#history-state", Static).update(note)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_undo(self) -> None:
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return
+        journal_id = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_undo(journal_id)
+
+        self.app.push_screen(ConfirmScreen(f"Undo {journal_id}?"), answered)
+
+    @work(thread=True, exit_on_error=False, group="fix")
+    def run_undo(self, journal_id: str) -> None:
+        from dldoctor.tui.fixflow import undo_applied
+
+        try:
+            said = undo_applied(self.session, journal_id)
+        except Exception as exc:  # noqa: BLE001 - a refusal on screen
+            said = f"not undone: {exc}"
+        self.app.call_from_thread(self.query_one("#history-state", Static).update, said)
+        self.app.call_from_thread(self.load)

@@ -1,0 +1,231 @@
+"""The main screen: checks stream in; findings by category; one finding's evidence."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, ProgressBar, Static
+
+from dldoctor.model import Status, counts
+from dldoctor.tui.findings import (
+    GLYPHS,
+    FindingDetail,
+    FindingsTree,
+    HostHeader,
+    commands_in,
+    matches,
+)
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+# The status filter, cycled by `s`: everything, what needs attention, then each status.
+STATUS_FILTERS: tuple[tuple[str, frozenset[Status] | None], ...] = (
+    ("all", None),
+    ("problems", frozenset({Status.FAIL, Status.ERROR, Status.WARN})),
+    *(
+        (s.value, frozenset({s}))
+        for s in (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP)
+    ),
+)
+# Running checks are listed once they have taken this long: a quick one does not flicker.
+SHOW_RUNNING_AFTER_S = 0.3
+
+
+class ResultsScreen(Screen):
+    BINDINGS = [
+        Binding("f", "fix", "Fix"),
+        Binding("e", "export", "Export snapshot"),
+        Binding("r", "rerun_all", "Re-run all"),
+        Binding("R", "rerun_one", "Re-run this check"),
+        Binding("slash", "filter", "Filter"),
+        Binding("s", "cycle_status", "Status filter"),
+        Binding("c", "copy", "Copy commands"),
+        Binding("u", "history", "Fix history"),
+        Binding("question_mark", "help", "Help"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    def __init__(self, session, **kwargs):
+        super().__init__(**kwargs)
+        self.session = session
+        self.selected: str | None = None
+        self.text_filter = ""
+        self.status_filter = 0
+        self._drawn: tuple = ()
+        self._shown_detail: tuple = ()
+        self._started_at = time.monotonic()
+
+    def compose(self) -> ComposeResult:
+        yield HostHeader(id="host")
+        with Horizontal(id="progress-row"):
+            yield ProgressBar(
+                total=len(self.session.specs), show_eta=False, show_percentage=False, id="progress"
+            )
+            yield Static(id="counts")
+        yield Static(id="running")
+        yield Input(placeholder="filter: words in the id, title or summary", id="filter")
+        with Horizontal(id="body"):
+            with Vertical(id="left"):
+                yield Static(id="filter-state")
+                yield FindingsTree(id="findings")
+            with VerticalScroll(id="detail-scroll"):
+                yield FindingDetail(id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#filter", Input).display = False
+        self.query_one("#findings", FindingsTree).focus()
+        self.set_interval(0.1, self.refresh_state)
+        self.refresh_state()
+
+    # --- drawing --------------------------------------------------------------------
+
+    def refresh_state(self) -> None:
+        session = self.session
+        findings = session.findings()
+        self.query_one(HostHeader).show(session.host_view())
+        bar = self.query_one("#progress", ProgressBar)
+        run = session.run
+        bar.update(total=len(run.specs), progress=sum(s.id in run.findings for s in run.specs))
+        tally = counts(findings)
+        line = Text()
+        for status in (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP):
+            char, style = GLYPHS[status]
+            line.append(f"{char} {tally[status.value]} {status.value}  ", style=style)
+        running = session.running()
+        line.append("· done" if session.done else f"· {len(running)} running", style="dim")
+        self.query_one("#counts", Static).update(line)
+        self._draw_running(running)
+        name, statuses = STATUS_FILTERS[self.status_filter]
+        shown = [f for f in findings if matches(f, self.text_filter, statuses)]
+        state = f"showing {len(shown)} of {len(findings)}"
+        if name != "all" or self.text_filter:
+            state += f" · status: {name}" + (
+                f" · text: {self.text_filter!r}" if self.text_filter else ""
+            )
+        self.query_one("#filter-state", Static).update(Text(state, "dim"))
+        key = (session.generation, tuple((f.id, f.status, f.summary) for f in shown))
+        if key != self._drawn:
+            self._drawn = key
+            self.selected = self.query_one(FindingsTree).show(shown, self.selected)
+        if session.run.error:
+            self.query_one("#running", Static).update(
+                Text(f"the run stopped: {session.run.error}", "bold red")
+            )
+        self._draw_detail()
+
+    def _draw_running(self, running) -> None:
+        panel = self.query_one("#running", Static)
+        slow = [r for r in running if r.seconds >= SHOW_RUNNING_AFTER_S]
+        if not slow:
+            panel.display = False
+            return
+        frame = SPINNER[int(time.monotonic() * 10) % len(SPINNER)]
+        lines = Text()
+        for r in slow[:4]:
+            waiting = f"waiting on {r.waiting_on}" if r.waiting_on else "computing"
+            left = f" · {r.seconds_left:.0f} s left" if r.seconds_left is not None else ""
+            lines.append(f"{frame} {r.check_id}  {waiting} · {r.seconds:.0f} s{left}\n", "yellow")
+        if len(slow) > 4:
+            lines.append(f"  and {len(slow) - 4} more running", "dim")
+        panel.update(lines.rstrip() or lines)
+        panel.display = True
+
+    def _draw_detail(self) -> None:
+        finding = self.current()
+        key = (self.selected, finding)
+        if key == self._shown_detail:
+            return
+        self._shown_detail = key
+        evidence = self.session.evidence(finding) if finding else []
+        self.query_one(FindingDetail).show(finding, evidence, self.session.read_only)
+
+    def current(self):
+        return next((f for f in self.session.findings() if f.id == self.selected), None)
+
+    # --- events ---------------------------------------------------------------------
+
+    def on_tree_node_highlighted(self, event: FindingsTree.NodeHighlighted) -> None:
+        data = event.node.data
+        if isinstance(data, str) and not data.startswith("skips:"):
+            self.selected = data
+            self._draw_detail()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.text_filter = event.value.strip()
+        self.refresh_state()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(FindingsTree).focus()
+
+    # --- actions --------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.display = False
+        self.status_filter = 0
+        self.query_one(FindingsTree).focus()
+        self.refresh_state()
+
+    def action_cycle_status(self) -> None:
+        self.status_filter = (self.status_filter + 1) % len(STATUS_FILTERS)
+        self.refresh_state()
+
+    def action_rerun_all(self) -> None:
+        if not self.session.done:
+            self.notify("the checks are still running", severity="warning")
+            return
+        self.session.start()
+        self.refresh_state()
+
+    def action_rerun_one(self) -> None:
+        finding = self.current()
+        if finding is None or not self.session.done:
+            self.notify("select a finished check first", severity="warning")
+            return
+        spec = next((s for s in self.session.specs if s.id == finding.id), None)
+        if spec is not None:
+            self.session.start([spec])
+            self.notify(f"re-running {finding.id}")
+
+    def action_copy(self) -> None:
+        finding = self.current()
+        found = commands_in(finding.remediation) if finding else []
+        if not found:
+            self.notify("this finding names no command", severity="warning")
+            return
+        self.app.copy_to_clipboard("\n".join(found))
+        self.notify(f"copied {len(found)} command(s) to the clipboard")
+
+    def action_fix(self) -> None:
+        finding = self.current()
+        if finding is None or not finding.fixes:
+            self.notify("this finding has no guided fix", severity="warning")
+            return
+        self.app.open_fix(finding.fixes[0])
+
+    def action_export(self) -> None:
+        self.app.open_export()
+
+    def action_history(self) -> None:
+        self.app.open_history()
+
+    def action_help(self) -> None:
+        self.app.open_help()
+
+    def select(self, check_id: str) -> None:
+        """Show `check_id` (from the command palette), clearing filters that hide it."""
+        self.selected = check_id
+        self.action_clear_filter()
+        self._draw_detail()
