@@ -1,0 +1,253 @@
+"""The interactive app's flows, driven by Textual's Pilot on fixture bundles and on a
+temporary root: a run to its end, a failing finding's evidence, filters, a fix previewed
+and cancelled, a fix applied and re-verified, a snapshot exported and replayed, and a
+hung probe that leaves the app answering keys."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import tarfile
+import threading
+import time
+
+from dldoctor.fixes.gpu import NOUVEAU_CONF
+from dldoctor.policy import Policy
+from dldoctor.registry import builtin_checks, ordered
+from dldoctor.tui.findings import FindingDetail, FindingsTree
+from dldoctor.tui.session import Session
+from tests.conftest import HOSTS, report_of, run_dldoctor, verdicts
+from tests.test_fix_plan import tree
+from tests.test_host_live import fake_command
+from tests.tui_support import (
+    SIZE,
+    HangingHost,
+    app_for,
+    bundle_session,
+    copy_root,
+    finished,
+    root_session,
+    until,
+)
+
+
+def _text(widget) -> str:
+    """What a Static shows, as plain text."""
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+def _leaves(tree: FindingsTree) -> list[str]:
+    found = []
+
+    def walk(node):
+        for child in node.children:
+            if isinstance(child.data, str) and not child.data.startswith("skips:"):
+                found.append(child.data)
+            walk(child)
+
+    walk(tree.root)
+    return found
+
+
+def test_a_run_ends_with_every_finding_of_the_checklist_on_screen():
+    session = bundle_session("hgx-h100x8-roce-mtu1500")
+    expected = verdicts(
+        report_of(
+            run_dldoctor("--check", "--json", "--from", str(HOSTS / "hgx-h100x8-roce-mtu1500"))
+        )
+    )
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            await finished(pilot, session)
+            screen = pilot.app.screen
+            assert sorted(_leaves(screen.query_one(FindingsTree))) == sorted(expected)
+            counts = _text(screen.query_one("#counts"))
+            fails = sum(1 for s in expected.values() if s == "fail")
+            assert f"✗ {fails} fail" in counts and "· done" in counts
+            header = _text(screen.query_one("#host"))
+            assert "hgx-h100-07" in header and "8 × NVIDIA H100 80GB HBM3" in header
+            assert "(read-only)" in header
+
+    asyncio.run(flow())
+
+
+def test_the_worst_finding_opens_first_with_its_evidence_and_remediation():
+    session = bundle_session("hgx-h100x8-roce-mtu1500")
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            await finished(pilot, session)
+            screen = pilot.app.screen
+            assert screen.selected == "network.roce"
+            detail = _text(screen.query_one(FindingDetail))
+            assert "ens1f0np0 MTU 1500 (needs ≥ 4200)" in detail
+            assert "Evidence (the raw answers it was decided on)" in detail
+            assert "read /sys/class/net/ens1f0np0/mtu" in detail and "    1500" in detail
+            assert "What to do" in detail and "MTU of at least 4200" in detail
+            await pilot.press("down")  # the next finding's detail replaces it
+            await pilot.pause(0.2)
+            assert screen.selected != "network.roce"
+            assert screen.selected in _text(screen.query_one(FindingDetail))
+
+    asyncio.run(flow())
+
+
+def test_filter_by_text_and_by_status():
+    session = bundle_session("hgx-h100x8-nvlink-down")
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            await finished(pilot, session)
+            screen = pilot.app.screen
+            findings = screen.query_one(FindingsTree)
+            everything = _leaves(findings)
+            await pilot.press("slash", *"nvlink", "enter")
+            await pilot.pause(0.3)
+            assert _leaves(findings) == ["gpu.nvlink"]
+            assert "text: 'nvlink'" in _text(screen.query_one("#filter-state"))
+            await pilot.press("escape")
+            await pilot.pause(0.3)
+            assert sorted(_leaves(findings)) == sorted(everything)
+            await pilot.press("s")  # problems only
+            await pilot.pause(0.3)
+            problems = {
+                f.id for f in session.findings() if f.status.value in ("fail", "warn", "error")
+            }
+            assert set(_leaves(findings)) == problems and "gpu.nvlink" in problems
+
+    asyncio.run(flow())
+
+
+def _nouveau_root(tmp_path, monkeypatch):
+    root = copy_root(tmp_path, "workstation-rtx4090-nouveau")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "ran.log"
+    fake_command(bindir, "update-initramfs", f'echo "update-initramfs $*" >> {log}')
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    return root, log
+
+
+async def _open_nouveau_fix(pilot, session):
+    await finished(pilot, session)
+    screen = pilot.app.screen
+    screen.select("gpu.nouveau")
+    await pilot.pause(0.2)
+    await pilot.press("f")
+    fix = pilot.app.screen
+    await until(pilot, lambda: fix.flow is not None)
+    return fix
+
+
+def test_a_fix_previewed_then_cancelled_changes_nothing(tmp_path, monkeypatch):
+    root, log = _nouveau_root(tmp_path, monkeypatch)
+    before = tree(root)
+    session = root_session(root)
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            fix = await _open_nouveau_fix(pilot, session)
+            plan = _text(fix.query_one("#plan"))
+            assert "+blacklist nouveau" in plan and "run update-initramfs -u" in plan
+            assert "does not disturb running GPU work" in _text(fix.query_one("#interlocks"))
+            await pilot.press("a")
+            await pilot.pause(0.2)
+            assert type(pilot.app.screen).__name__ == "ConfirmScreen"
+            await pilot.press("n")
+            await pilot.pause(0.2)
+            assert pilot.app.screen is fix and not fix.applied
+            await pilot.press("escape")
+            await pilot.pause(0.1)
+            assert type(pilot.app.screen).__name__ == "ResultsScreen"
+
+    asyncio.run(flow())
+    assert tree(root) == before and not log.exists()
+
+
+def test_a_fix_applied_after_confirmation_shows_the_re_verified_status(tmp_path, monkeypatch):
+    root, log = _nouveau_root(tmp_path, monkeypatch)
+    session = root_session(root)
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            fix = await _open_nouveau_fix(pilot, session)
+            await pilot.press("a", "y")
+            await until(pilot, lambda: fix.applied)
+            await pilot.pause(0.2)
+            shown = "\n".join(str(line.text) for line in fix.query_one("#apply-log").lines)
+            assert "1. write /etc/modprobe.d/blacklist-nouveau.conf" in shown
+            assert "2. run update-initramfs -u" in shown
+            assert "pending a reboot (gpu.nouveau fail)" in shown
+            await pilot.press("escape", "u")  # the history lists it, applied
+            await pilot.pause(0.3)
+            table = pilot.app.screen.query_one("#history")
+            row = table.get_row_at(0)
+            assert row[1:] == ["fix.gpu.blacklist_nouveau", "applied", "pending a reboot"]
+
+    asyncio.run(flow())
+    assert (root / NOUVEAU_CONF.lstrip("/")).exists()
+    assert log.read_text() == "update-initramfs -u\n"
+
+
+def test_a_snapshot_exported_from_the_app_replays_with_the_same_verdicts(tmp_path):
+    session = bundle_session("workstation-rtx4090-nouveau")
+    dest = tmp_path / "exported.tar.gz"
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            await finished(pilot, session)
+            await pilot.press("e")
+            await pilot.pause(0.2)
+            form = pilot.app.screen
+            form.query_one("#export-path").value = str(dest)
+            await pilot.click("#export-go")
+            await until(pilot, lambda: "written:" in _text(form.query_one("#export-state")))
+            said = _text(form.query_one("#export-state"))
+            assert str(dest) in said and "KiB" in said and "redacted" in said
+
+    asyncio.run(flow())
+    assert tarfile.is_tarfile(dest)
+    replayed = report_of(run_dldoctor("--check", "--json", "--from", str(dest)))
+    original = {f.id: f.status.value for f in session.run.report.findings}
+    assert verdicts(replayed) == original
+
+
+def test_a_hung_probe_shows_its_spinner_and_the_app_still_answers_keys():
+    release = threading.Event()
+    bundle = str(HOSTS / "hgx-h100x8-raid-degraded")
+    session = Session(
+        lambda: HangingHost(bundle, "/proc/mdstat", release),
+        Policy(),
+        ordered(builtin_checks()),
+        read_only=True,
+        bundle=bundle,
+    )
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            screen = pilot.app.screen
+            running = screen.query_one("#running")
+            await until(pilot, lambda: "storage.raid" in _text(running), timeout=10)
+            shown = _text(running)
+            assert "waiting on read /proc/mdstat" in shown and " s left" in shown
+            assert shown.strip()[0] in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+            started = time.monotonic()
+            await pilot.press("s")  # answered while the probe hangs
+            await until(
+                pilot,
+                lambda: "status: problems" in _text(screen.query_one("#filter-state")),
+                timeout=2,
+            )
+            assert time.monotonic() - started < 1.0
+            assert not session.done
+            release.set()
+            await finished(pilot, session)
+            assert "storage.raid" not in _text(running) or not running.display
+
+    asyncio.run(flow())

@@ -1,0 +1,112 @@
+"""Every screen of the app as an SVG (pytest-textual-snapshot), rendered from fixture
+bundles at a fixed size: the results, a finding with a fix, the fix plan, the
+confirmation, the history, the export form and the help. Nothing shown depends on the
+clock once a run has ended. Update with `pytest --snapshot-update` and read the diff."""
+
+from __future__ import annotations
+
+import json
+
+from tests.tui_support import (
+    SIZE,
+    app_for,
+    bundle_session,
+    copy_root,
+    finished,
+    root_session,
+    until,
+)
+
+ROCE = "hgx-h100x8-roce-mtu1500"
+NOUVEAU = "workstation-rtx4090-nouveau"
+
+
+def _after_run(session, *keys, then=None):
+    async def run_before(pilot):
+        await finished(pilot, session)
+        if then is not None:
+            await then(pilot)
+        if keys:
+            await pilot.press(*keys)
+        await pilot.pause(0.3)
+
+    return run_before
+
+
+def test_results_screen(snap_compare):
+    session = bundle_session(ROCE)
+    assert snap_compare(app_for(session), terminal_size=SIZE, run_before=_after_run(session))
+
+
+def test_results_screen_on_a_finding_with_a_fix(snap_compare):
+    session = bundle_session(NOUVEAU)
+
+    async def select(pilot):
+        pilot.app.screen.select("gpu.nouveau")
+
+    assert snap_compare(
+        app_for(session), terminal_size=SIZE, run_before=_after_run(session, then=select)
+    )
+
+
+async def _open_fix(pilot):
+    pilot.app.screen.select("gpu.nouveau")
+    await pilot.pause(0.2)
+    await pilot.press("f")
+    await until(pilot, lambda: getattr(pilot.app.screen, "flow", None) is not None)
+
+
+def test_fix_screen_on_a_bundle(snap_compare):
+    session = bundle_session(NOUVEAU)
+    assert snap_compare(
+        app_for(session), terminal_size=SIZE, run_before=_after_run(session, then=_open_fix)
+    )
+
+
+def test_confirm_screen(snap_compare, tmp_path):
+    session = root_session(copy_root(tmp_path, NOUVEAU))
+    assert snap_compare(
+        app_for(session), terminal_size=SIZE, run_before=_after_run(session, "a", then=_open_fix)
+    )
+
+
+def test_history_screen(snap_compare, tmp_path):
+    root = copy_root(tmp_path, NOUVEAU)
+    journal = root / "var/lib/dldoctor/journal/20261201T120000Z-a1b2c3"
+    journal.mkdir(parents=True)
+    (journal / "journal.json").write_text(
+        json.dumps(
+            {
+                "id": "20261201T120000Z-a1b2c3",
+                "fix": "fix.gpu.blacklist_nouveau",
+                "state": "applied",
+                "verdict": "pending a reboot",
+                "reboot": True,
+                "resolves": ["gpu.nouveau"],
+                "boot_id": "",
+            }
+        )
+    )
+    session = bundle_session(NOUVEAU)
+    session.root = str(root)  # the history of this root, the screens of a bundle
+    assert snap_compare(app_for(session), terminal_size=SIZE, run_before=_after_run(session, "u"))
+
+
+def test_export_form(snap_compare):
+    session = bundle_session(NOUVEAU)
+
+    async def fixed_path(pilot):
+        await pilot.press("e")
+        await pilot.pause(0.2)
+        pilot.app.screen.query_one("#export-path").value = "/tmp/dldoctor-ws-ml-07.tar.gz"
+
+    assert snap_compare(
+        app_for(session), terminal_size=SIZE, run_before=_after_run(session, then=fixed_path)
+    )
+
+
+def test_help_screen(snap_compare):
+    session = bundle_session(ROCE)
+    assert snap_compare(
+        app_for(session), terminal_size=SIZE, run_before=_after_run(session, "question_mark")
+    )
