@@ -98,7 +98,9 @@ def test_export_form(snap_compare):
     async def fixed_path(pilot):
         await pilot.press("e")
         await pilot.pause(0.2)
-        pilot.app.screen.query_one("#export-path").value = "/tmp/dldoctor-ws-ml-07.tar.gz"
+        path = pilot.app.screen.query_one("#export-path")
+        path.cursor_blink = False  # a blinking cursor is drawn or not by the clock
+        path.value = "/tmp/dldoctor-ws-ml-07.tar.gz"
 
     assert snap_compare(
         app_for(session), terminal_size=SIZE, run_before=_after_run(session, then=fixed_path)
