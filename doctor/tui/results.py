@@ -35,6 +35,15 @@ STATUS_FILTERS: tuple[tuple[str, frozenset[Status] | None], ...] = (
 SHOW_RUNNING_AFTER_S = 0.3
 
 
+def _counts_line(tally: dict[str, int], done: bool, running: int) -> Text:
+    line = Text()
+    for status in (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP):
+        char, style = GLYPHS[status]
+        line.append(f"{char} {tally[status.value]} {status.value}  ", style=style)
+    line.append("· done" if done else f"· {running} running", style="dim")
+    return line
+
+
 class ResultsScreen(Screen):
     BINDINGS = [
         Binding("f", "fix", "Fix"),
@@ -58,7 +67,7 @@ class ResultsScreen(Screen):
         self.status_filter = 0
         self._drawn: tuple = ()
         self._shown_detail: tuple = ()
-        self._started_at = time.monotonic()
+        self._last: dict = {}
 
     def compose(self) -> ComposeResult:
         yield HostHeader(id="host")
@@ -86,20 +95,24 @@ class ResultsScreen(Screen):
     # --- drawing --------------------------------------------------------------------
 
     def refresh_state(self) -> None:
+        """Ten times a second: redraw what changed, and only that (an idle screen costs
+        nothing, so keys are answered at once)."""
         session = self.session
         findings = session.findings()
-        self.query_one(HostHeader).show(session.host_view())
-        bar = self.query_one("#progress", ProgressBar)
+        host = session.host_view()
+        self._update(HostHeader, host, lambda: host)
         run = session.run
-        bar.update(total=len(run.specs), progress=sum(s.id in run.findings for s in run.specs))
+        done = sum(s.id in run.findings for s in run.specs)
+        self._update(
+            "#progress", (len(run.specs), done), lambda: {"total": len(run.specs), "progress": done}
+        )
         tally = counts(findings)
-        line = Text()
-        for status in (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP):
-            char, style = GLYPHS[status]
-            line.append(f"{char} {tally[status.value]} {status.value}  ", style=style)
         running = session.running()
-        line.append("· done" if session.done else f"· {len(running)} running", style="dim")
-        self.query_one("#counts", Static).update(line)
+        self._update(
+            "#counts",
+            (tuple(tally.items()), session.done, len(running)),
+            lambda: _counts_line(tally, session.done, len(running)),
+        )
         self._draw_running(running)
         name, statuses = STATUS_FILTERS[self.status_filter]
         shown = [f for f in findings if matches(f, self.text_filter, statuses)]
@@ -108,7 +121,7 @@ class ResultsScreen(Screen):
             state += f" · status: {name}" + (
                 f" · text: {self.text_filter!r}" if self.text_filter else ""
             )
-        self.query_one("#filter-state", Static).update(Text(state, "dim"))
+        self._update("#filter-state", state, lambda: Text(state, "dim"))
         key = (session.generation, tuple((f.id, f.status, f.summary) for f in shown))
         if key != self._drawn:
             self._drawn = key
@@ -118,6 +131,20 @@ class ResultsScreen(Screen):
                 Text(f"the run stopped: {session.run.error}", "bold red")
             )
         self._draw_detail()
+
+    def _update(self, selector, key, content) -> None:
+        """Give the widget `content()` when `key` differs from the last one it got."""
+        if self._last.get(selector) == key:
+            return
+        self._last[selector] = key
+        widget = self.query_one(selector)
+        value = content()
+        if isinstance(widget, ProgressBar):
+            widget.update(**value)
+        elif isinstance(widget, HostHeader):
+            widget.show(value)
+        else:
+            widget.update(value)
 
     def _draw_running(self, running) -> None:
         panel = self.query_one("#running", Static)

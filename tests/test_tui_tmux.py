@@ -1,0 +1,65 @@
+"""The app as a user meets it: `dldoctor` in a 120×40 tmux pane on this machine. Waits for
+the run to end, reads the pane, checks that what `--check --json` found here is on it, then
+presses q and checks the app ended cleanly with the run's exit code. The test starts its
+own tmux server (a private socket) and kills it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tests.conftest import report_of, run_dldoctor
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="tmux is not installed (Debian package tmux)"
+)
+
+
+def _tmux(socket: str, *args: str) -> str:
+    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True,
+                          timeout=10, check=True).stdout  # fmt: skip
+
+
+def test_dldoctor_in_a_tmux_pane_shows_the_findings_and_quits_cleanly(tmp_path):
+    expected = report_of(run_dldoctor("--check", "--json"))
+    socket = f"dldoctor-test-{uuid.uuid4().hex[:8]}"
+    done = tmp_path / "exit-code"
+    # COLUMNS and LINES from the test's own terminal would override the pane's size.
+    command = (f"env -u COLUMNS -u LINES DLDOCTOR_NO_PLUGINS=1 XDG_CONFIG_HOME={tmp_path} {sys.executable} -m "
+               f"dldoctor; echo $? > {done}; sleep 60")  # fmt: skip
+    _tmux(socket, "new-session", "-d", "-x", "120", "-y", "40", "-s", "t", command)
+    try:
+        pane = ""
+        deadline = time.monotonic() + 60
+        while "· done" not in pane:
+            assert time.monotonic() < deadline, f"no end of the run on the pane:\n{pane}"
+            time.sleep(0.25)
+            pane = _tmux(socket, "capture-pane", "-p", "-t", "t")
+        counts = expected["summary"]["counts"]
+        for status, glyph in (("fail", "✗"), ("error", "☠"), ("warn", "!"), ("pass", "✓"),
+                              ("skip", "–")):  # fmt: skip
+            assert f"{glyph} {counts[status]} {status}" in pane, pane
+        problems = [
+            f["id"] for f in expected["findings"] if f["status"] in ("fail", "warn", "error")
+        ]
+        for check_id in problems:  # worst first: every problem fits on the first screen
+            assert check_id in pane, f"{check_id} not on the pane:\n{pane}"
+        assert "this host, live" in pane
+        _tmux(socket, "send-keys", "-t", "t", "q")
+        deadline = time.monotonic() + 10
+        while not done.exists():
+            assert time.monotonic() < deadline, "the app did not end after q"
+            time.sleep(0.1)
+        time.sleep(0.1)
+        assert done.read_text().strip() == str(expected["summary"]["exit_code"])
+        after = _tmux(socket, "capture-pane", "-p", "-t", "t")
+        assert "Traceback" not in after
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
+    gone = subprocess.run(["tmux", "-L", socket, "has-session"], capture_output=True, timeout=10)
+    assert gone.returncode != 0  # the server it started is stopped
