@@ -378,7 +378,7 @@ def _main(
         return _write_snapshot(args, host, report, extras, deadline_at)
     _write_report(args, report)
     if not args.bundle:
-        _fixes_after_boot(args.root or "/", host)
+        _fixes_after_boot(args.root or "/", host, say=True)
     return exit_code_for(report.findings, strict=args.strict)
 
 
@@ -404,8 +404,7 @@ def _app(args, policy, cleanup: contextlib.ExitStack) -> ExitCode:
     from dldoctor.tui import run_app
     from dldoctor.tui.session import Session
 
-    if not args.bundle:
-        _fixes_after_boot(args.root or "/", make_host())
+    notices = [] if args.bundle else _fixes_after_boot(args.root or "/", make_host())
     session = Session(
         make_host,
         policy,
@@ -415,21 +414,23 @@ def _app(args, policy, cleanup: contextlib.ExitStack) -> ExitCode:
         bundle=bundle_dir,
         label=args.bundle or "",
         extra=plugin_findings,
+        notices=notices,
     )
     run_app(session)
     report = session.run.report
     return exit_code_for(report.findings, strict=args.strict) if report else ExitCode.OK
 
 
-def _fixes_after_boot(root: str, host) -> None:
-    """A fix that waited for a reboot is judged by the first run after it. A glance at
-    the journal folder first: runs without one (most, and every non-root one: the folder
-    is root's alone) import none of the fix machinery."""
+def _fixes_after_boot(root: str, host, *, say: bool = False) -> list[str]:
+    """A fix that waited for a reboot is judged by the first run after it: one line per
+    fix judged ("fix X: verified after reboot (ID)"), on stderr with `say`. A glance at the
+    journal folder first: runs without one (most, and every non-root one: the folder is
+    root's alone) import none of the fix machinery."""
     try:
         if not os.listdir(os.path.join(root, "var/lib/dldoctor/journal")):
-            return
+            return []
     except OSError:
-        return
+        return []
     from dldoctor.fixes.plan import FixError, Target
     from dldoctor.fixes.verify import after_boot
 
@@ -437,9 +438,11 @@ def _fixes_after_boot(root: str, host) -> None:
         judged = after_boot(Target(root), host)
     except (FixError, OSError, ValueError) as exc:
         log.warning("could not judge the fixes waiting for this boot: %s", exc)
-        return
-    for record in judged:
-        print(f"fix {record['fix']}: {record['verdict']} ({record['id']})", file=sys.stderr)
+        return []
+    lines = [f"fix {r['fix']}: {r['verdict']} ({r['id']})" for r in judged]
+    for line in lines if say else ():
+        print(line, file=sys.stderr)
+    return lines
 
 
 def _write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitCode:

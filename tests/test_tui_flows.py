@@ -248,3 +248,24 @@ def test_a_hung_probe_shows_its_spinner_and_the_app_still_answers_keys():
             assert not running.display  # nothing left running: the spinner is gone
 
     asyncio.run(flow())
+
+
+def test_re_running_one_check_keeps_the_others_and_their_evidence():
+    session = bundle_session("hgx-h100x8-roce-mtu1500")
+    session.notices = ["fix fix.gpu.blacklist_nouveau: verified after reboot (20261201T1)"]
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            await finished(pilot, session)
+            said = [n.message for n in pilot.app._notifications]
+            assert said == session.notices  # the fixes judged after a boot, said at start
+            before = {f.id: f for f in session.findings()}
+            await pilot.press("R")  # network.roce, the selected one
+            await pilot.pause(0.1)
+            await finished(pilot, session)
+            after = {f.id: f for f in session.findings()}
+            assert after.keys() == before.keys() and after["network.roce"].status.value == "fail"
+            nvlink = session.evidence(after["gpu.nvlink"])
+            assert nvlink and all(e.lines != ("(not kept by this run)",) for e in nvlink)
+
+    asyncio.run(flow())

@@ -22,6 +22,8 @@ class DoctorApp(App):
     def on_mount(self) -> None:
         self.sub_title = "bundle (read-only)" if self.session.read_only else "live"
         self.push_screen(self.results)
+        for notice in self.session.notices:
+            self.notify(notice, timeout=15)
         if self.session.run.report is None and not self.session.run.started:
             self.session.start()
 

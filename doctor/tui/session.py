@@ -79,6 +79,7 @@ class Session:
         bundle: str = "",
         label: str = "",
         extra: Sequence[Finding] = (),
+        notices: Sequence[str] = (),
     ):
         self.make_host = make_host
         self.policy = policy
@@ -88,6 +89,7 @@ class Session:
         self.bundle = bundle  # the bundle's folder (an archive's, extracted)
         self.label = label or bundle  # as the user named it
         self.extra = list(extra)  # plugins that failed to load, as findings
+        self.notices = list(notices)  # said once the app is up ("fix X: verified after reboot")
         self.recorder: RecordingHost | None = None
         self.facts: Facts | None = None
         self.run: Run = Run(self.specs)
@@ -102,7 +104,12 @@ class Session:
 
         chosen = list(specs or self.specs)
         previous = self.run.findings if specs else {}
-        self.recorder = RecordingHost(self.make_host())
+        if specs and self.recorder is not None:
+            # One check again: the answers behind the others' evidence (and the export)
+            # stay; its own are replaced by the fresh ones.
+            self.recorder.inner = self.make_host()
+        else:
+            self.recorder = RecordingHost(self.make_host())
         self.facts = Facts(self.recorder)
         run = Run(
             chosen, findings={k: v for k, v in previous.items() if k not in {s.id for s in chosen}}
