@@ -416,7 +416,10 @@ def _app(args, policy, cleanup: contextlib.ExitStack) -> ExitCode:
         extra=plugin_findings,
         notices=notices,
     )
-    run_app(session)
+    ended = run_app(session)
+    if ended:
+        print("dldoctor: terminated", file=sys.stderr)
+        return ended
     report = session.run.report
     return exit_code_for(report.findings, strict=args.strict) if report else ExitCode.OK
 

@@ -5,7 +5,9 @@ own tmux server (a private socket) and kills it."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -13,7 +15,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import report_of, run_dldoctor
+from tests.conftest import HOSTS, report_of, run_dldoctor
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None, reason="tmux is not installed (Debian package tmux)"
@@ -63,3 +65,58 @@ def test_dldoctor_in_a_tmux_pane_shows_the_findings_and_quits_cleanly(tmp_path):
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
     gone = subprocess.run(["tmux", "-L", socket, "has-session"], capture_output=True, timeout=10)
     assert gone.returncode != 0  # the server it started is stopped
+
+
+def _app_pid(socket: str) -> int:
+    """The dldoctor process in the pane (the pane runs a shell that started it)."""
+    shell = int(_tmux(socket, "display-message", "-p", "-t", "t", "#{pane_pid}").strip())
+    children = subprocess.run(["pgrep", "-P", str(shell)], capture_output=True, text=True)
+    return int(children.stdout.split()[0])
+
+
+def _start(socket: str, tmp_path, done) -> None:
+    command = (f"env -u COLUMNS -u LINES DLDOCTOR_NO_PLUGINS=1 XDG_CONFIG_HOME={tmp_path} "
+               f"{sys.executable} -m dldoctor --from {HOSTS / 'hgx-h100x8-healthy'}; "
+               f"echo $? > {done}; sleep 60")  # fmt: skip
+    _tmux(socket, "new-session", "-d", "-x", "120", "-y", "40", "-s", "t", command)
+    deadline = time.monotonic() + 60
+    while "· done" not in _tmux(socket, "capture-pane", "-p", "-t", "t"):
+        assert time.monotonic() < deadline, "no end of the run on the pane"
+        time.sleep(0.25)
+
+
+def _gone(pid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_sigterm_ends_the_app_with_143_and_a_closed_terminal_ends_it_too(tmp_path):
+    socket = f"dldoctor-test-{uuid.uuid4().hex[:8]}"
+    done = tmp_path / "exit-code"
+    try:
+        _start(socket, tmp_path, done)
+        os.kill(_app_pid(socket), signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while not done.exists():
+            assert time.monotonic() < deadline, "SIGTERM did not end the app"
+            time.sleep(0.1)
+        time.sleep(0.1)
+        assert done.read_text().strip() == "143"
+        assert "Traceback" not in _tmux(socket, "capture-pane", "-p", "-t", "t")
+        _tmux(socket, "kill-server")
+
+        socket = f"{socket}-2"  # a server of its own: the first one's socket may linger
+        _start(socket, tmp_path, tmp_path / "second")
+        pid = _app_pid(socket)
+        _tmux(socket, "kill-server")  # the terminal goes away under the app
+        assert _gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal"
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)

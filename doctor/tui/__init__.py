@@ -5,7 +5,9 @@ from __future__ import annotations
 
 
 def run_app(session) -> int:
+    """Run the app until the user quits (0) or a signal ends it (128 + its number)."""
     from dldoctor.tui.app import DoctorApp
 
-    DoctorApp(session).run()
-    return 0
+    app = DoctorApp(session)
+    app.run()
+    return 128 + app.signalled if app.signalled else 0

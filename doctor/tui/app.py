@@ -3,6 +3,10 @@ the Session (Reports, fix Plans) and never the host."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import termios
+
 from textual.app import App
 
 from dldoctor.tui.palette import DoctorCommands
@@ -18,14 +22,32 @@ class DoctorApp(App):
         super().__init__(**kwargs)
         self.session = session
         self.results = ResultsScreen(session)
+        self.signalled = 0  # the signal that ended the app, 0 when the user quit
 
     def on_mount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, self._stop, sig)
+        if not self.is_headless:
+            self.set_interval(1.0, self._terminal_gone)
         self.sub_title = "bundle (read-only)" if self.session.read_only else "live"
         self.push_screen(self.results)
         for notice in self.session.notices:
             self.notify(notice, timeout=15)
         if self.session.run.report is None and not self.session.run.started:
             self.session.start()
+
+    def _stop(self, sig: int) -> None:
+        self.signalled = sig
+        self.exit()
+
+    def _terminal_gone(self) -> None:
+        """A terminal closed without a SIGHUP reaching us (Textual's input thread would spin
+        on its end of file): the app ends as if hung up."""
+        try:
+            termios.tcgetattr(self._driver.fileno if self._driver else 0)
+        except (termios.error, OSError, AttributeError):
+            self._stop(signal.SIGHUP)
 
     # Opened from the results screen, the command palette and the fix flow alike.
     def open_fix(self, fix_id: str) -> None:
