@@ -170,53 +170,78 @@ def ib_errors(facts: Facts, policy: Policy) -> Outcome:
     return passed(f"no link errors on {len(counted)} port(s)")
 
 
+def infiniband_carries_the_fabric(facts: Facts, eth: list[RdmaPort]) -> bool:
+    """An InfiniBand fabric plus an Ethernet NIC (front end, storage): NCCL uses the
+    InfiniBand ports, so the Ethernet one is not held to RoCE's rules."""
+    named = facts.get(environ).get("NCCL_IB_HCA", "")
+    return bool(ports(facts, roce=False)) and not any(p.device in named for p in eth)
+
+
+def low_mtu(facts: Facts) -> dict[str, int]:
+    """netdev -> its MTU, for the RoCE ports network.roce finds below ROCE_MTU."""
+    eth = ports(facts, roce=True)
+    if infiniband_carries_the_fabric(facts, eth):
+        return {}
+    return {p.netdev: p.mtu for p in eth if p.netdev and p.mtu is not None and p.mtu < ROCE_MTU}
+
+
 @check(
     "network.roce",
     "RoCE",
     remediation="RoCE needs a RoCE v2 GID on a routable address (configure an IP on the "
     "netdev), a port MTU of at least 4200 on the NIC and the switches (active MTU 4096), and "
     "NCCL_IB_GID_INDEX pointing at a RoCE v2 GID when set.",
+    fixes=["fix.network.roce_mtu"],
 )
 @on_known_ports
 def roce(facts: Facts, policy: Policy) -> Outcome:
     eth = ports(facts, roce=True)
     if not eth:
         return skipped("no RoCE (Ethernet link layer) port")
-    env = facts.get(environ)
-    named = env.get("NCCL_IB_HCA", "")
-    if ports(facts, roce=False) and not any(p.device in named for p in eth):
-        # An InfiniBand fabric plus an Ethernet NIC (front end, storage): NCCL uses the
-        # InfiniBand ports, so the Ethernet one is not held to RoCE's rules.
+    if infiniband_carries_the_fabric(facts, eth):
         return skipped(
             "InfiniBand carries the fabric; Ethernet RDMA ports are not named in NCCL_IB_HCA",
             [f"{name(p)} ({p.netdev})" for p in eth],
         )
-    index = env.get("NCCL_IB_GID_INDEX", "").strip()
+    index = facts.get(environ).get("NCCL_IB_GID_INDEX", "").strip()
     mtu_low: list[str] = []
-    problems, lines = [], []
+    problems, unread, lines = [], [], []
     for p in eth:
         v2 = [g for g in p.gids if g.type == "RoCE v2" and not g.link_local]
         lines.append(
             f"{name(p)} ({p.netdev or 'no netdev'}): MTU {p.mtu or '?'}, "
             f"{len(v2)} routable RoCE v2 GID(s)"
         )
-        if not v2:
+        # A RoCE port always holds its link-local default GIDs: none at all means the
+        # table was not read, and no GID's absence can be judged from it.
+        table_read = bool(p.gids) and all(g.type != UNREAD for g in p.gids)
+        if not table_read:
+            unread.append(f"{name(p)}: its GID table could not be read")
+        elif not v2:
             problems.append(f"{name(p)}: no routable RoCE v2 GID")
-        if p.mtu is not None and p.mtu < ROCE_MTU:
-            mtu_low.append(f"{name(p)}: {p.netdev} MTU {p.mtu} (needs ≥ {ROCE_MTU})")
-        if index:
+        if table_read and index:
             chosen = next((g for g in p.gids if str(g.index) == index), None)
             if chosen is None or chosen.type != "RoCE v2":
                 what = chosen.type if chosen else "empty"
                 problems.append(f"{name(p)}: NCCL_IB_GID_INDEX={index} is {what}, not RoCE v2")
+        if p.mtu is None:  # every RoCE port has a netdev: not found, or its MTU unread
+            unread.append(f"{name(p)}: the MTU of {p.netdev or 'its netdev'} could not be read")
+        elif p.mtu < ROCE_MTU:
+            mtu_low.append(f"{name(p)}: {p.netdev} MTU {p.mtu} (needs ≥ {ROCE_MTU})")
     if problems:
-        return failed(f"{len(problems)} RoCE problem(s)", problems + mtu_low + lines)
+        return failed(
+            f"{len(problems)} RoCE problem(s)",
+            problems + mtu_low + unread + lines,
+            fixes=None if mtu_low else (),  # the MTU fix is no answer to a missing GID
+        )
     if mtu_low:
         return warned(
             f"MTU below {ROCE_MTU} on {len(mtu_low)} RoCE port(s): the active MTU "
             "cannot reach 4096",
-            mtu_low + lines,
+            mtu_low + unread + lines,
         )
+    if unread:
+        return errored(f"{len(unread)} RoCE reading(s) failed", unread + lines)
     return passed(f"{len(eth)} RoCE port(s) with RoCE v2 GIDs and MTU ≥ {ROCE_MTU}", lines)
 
 

@@ -20,6 +20,7 @@ REGISTRY: dict[str, str] = {  # fix id -> "module:function" of its Plan builder
     "fix.gpu.persistence": "dldoctor.fixes.gpu:persistence",
     "fix.cpu.governor": "dldoctor.fixes.cpu:governor",
     "fix.network.load_peermem": "dldoctor.fixes.network:load_peermem",
+    "fix.network.roce_mtu": "dldoctor.fixes.network:roce_mtu",
 }
 
 

@@ -426,6 +426,7 @@ def hca(
     roce: bool = False,
     mtu: int = 4092,
     v2_gid: bool = True,
+    ipv4: str = "10.10.10.11",
 ) -> None:
     """/sys/class/infiniband/<name>/ports/1 as mlx5 exposes it (InfiniBand NDR, or RoCE)."""
     base = f"/sys/class/infiniband/{name}"
@@ -438,7 +439,9 @@ def hca(
         b.file(f"{port}/counters/{counter}", "0\n")
     if roce:
         link_local = "fe80:0000:0000:0000:ba3f:d2ff:fe12:3456"
-        mapped = "0000:0000:0000:0000:0000:ffff:0a0a:0a0b"
+        mapped = "0000:0000:0000:0000:0000:ffff:{:02x}{:02x}:{:02x}{:02x}".format(
+            *map(int, ipv4.split("."))
+        )
         gids = [(link_local, "IB/RoCE v1"), (link_local, "RoCE v2")]
         if v2_gid:
             gids += [(mapped, "IB/RoCE v1"), (mapped, "RoCE v2")]
@@ -473,6 +476,7 @@ def gpu_server(
     shm_bytes: int = 1024 * 2**30,
     ib_states: tuple[str, str] = ("4: ACTIVE",) * 2,
     roce_mtu: int = 0,
+    roce_addressed: bool = False,
     peermem: bool = True,
     slow_gpu: int = -1,
     broken_raid: bool = False,
@@ -595,7 +599,9 @@ def gpu_server(
     b.command(list(LSPCI_ARGV), "".join(lspci))
     for i, name in enumerate(("mlx5_0", "mlx5_1")):
         if roce_mtu:  # a RoCE fabric: Ethernet link layer, GIDs, the netdev's MTU matters
-            hca(b, name, f"ens{i + 1}f0np0", roce=True, mtu=roce_mtu, v2_gid=roce_mtu >= 4200)
+            v2 = roce_addressed or roce_mtu >= 4200
+            ipv4 = f"10.10.10.{11 + i}"
+            hca(b, name, f"ens{i + 1}f0np0", roce=True, mtu=roce_mtu, v2_gid=v2, ipv4=ipv4)
         else:
             phys = "2: Polling" if ib_states[i].endswith("DOWN") else "5: LinkUp"
             hca(b, name, f"ib{i}", state=ib_states[i], phys=phys)
@@ -657,6 +663,30 @@ def hgx_h100x8_ib_init(b: BundleBuilder) -> None:
 def hgx_h100x8_roce_mtu1500(b: BundleBuilder) -> None:
     """A RoCE fabric whose NIC netdevs were left at MTU 1500 and have no IPv4 (no v2 GID)."""
     gpu_server(b, "hgx-h100-07", roce_mtu=1500)
+
+
+# The way an admin names the RoCE ports: one by its interface name, one by its MAC.
+ROCE_NETPLAN = """\
+network:
+  version: 2
+  renderer: networkd
+  ethernets:
+    eno1:
+      dhcp4: true
+    ens1f0np0:
+      addresses: [10.10.10.11/24]
+    roce1:
+      match:
+        macaddress: "b8:3f:d2:12:34:57"
+      set-name: ens2f0np0
+      addresses: [10.10.10.12/24]
+"""
+
+
+def hgx_h100x8_roce_mtu_unset(b: BundleBuilder) -> None:
+    """RoCE ports addressed in netplan (RoCE v2 GIDs), but no `mtu:` there: 1500."""
+    gpu_server(b, "hgx-h100-17", roce_mtu=1500, roce_addressed=True)
+    b.file("/etc/netplan/01-netcfg.yaml", ROCE_NETPLAN)
 
 
 def hgx_h100x8_no_peermem(b: BundleBuilder) -> None:
@@ -880,6 +910,7 @@ SCENARIOS = {
     "docker-h100-devshm-64m": docker_h100_devshm_64m,
     "hgx-h100x8-ib-init": hgx_h100x8_ib_init,
     "hgx-h100x8-roce-mtu1500": hgx_h100x8_roce_mtu1500,
+    "hgx-h100x8-roce-mtu-unset": hgx_h100x8_roce_mtu_unset,
     "hgx-h100x8-no-peermem": hgx_h100x8_no_peermem,
     "hgx-h100x8-hw-slowdown": hgx_h100x8_hw_slowdown,
     "hgx-h100x8-raid-degraded": hgx_h100x8_raid_degraded,

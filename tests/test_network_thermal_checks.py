@@ -104,6 +104,21 @@ def test_roce_needs_a_v2_gid_an_mtu_and_a_matching_gid_index():
     assert network.roce(mixed, Policy()).status == Status.SKIP
 
 
+def test_roce_unread_gids_or_mtu_are_an_error_never_a_verdict():
+    def judged(port):
+        return network.roce(Facts.given({rdma_devices: devices(port), environ: {}}), Policy())
+
+    unread_type = (dataclasses.replace(V2_GID, type=UNREAD),)
+    for port in (roce_port(gids=()), roce_port(gids=unread_type), roce_port(mtu=None)):
+        outcome = judged(port)
+        assert outcome.status == Status.ERROR and "could not be read" in outcome.details[0]
+    # What was read still judges: a low MTU warns beside an unread GID table.
+    outcome = judged(roce_port(mtu=1500, gids=()))
+    assert outcome.status == Status.WARN
+    assert outcome.details[:2] == ("mlx5_0:1: ens1f0 MTU 1500 (needs ≥ 4200)",
+                                   "mlx5_0:1: its GID table could not be read")  # fmt: skip
+
+
 def test_gpudirect_without_peermem_and_a_container_without_devices():
     gpu_bus = PciBus((PciDevice("0000:18:00.0", "10de", "2330", "030200", "nvidia"),))
     base = {rdma_devices: devices(ib()), pci_devices: gpu_bus, container: Container(False, ""),

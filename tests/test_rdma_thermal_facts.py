@@ -347,6 +347,19 @@ def test_two_port_device_net_matched_by_dev_port(tmp_path):
     ]
 
 
+def test_a_gid_type_not_read_is_unread_and_a_missing_one_empty(tmp_path):
+    port = "/sys/class/infiniband/mlx5_0/ports/1"
+    b = BundleBuilder(tmp_path)
+    for i in range(3):
+        b.file(f"{port}/gids/{i}", f"fe80:0000:0000:0000:0000:0000:0000:{i + 1:04x}\n")
+    b.answer("read", f"{port}/gid_attrs/types/0", status="permission_denied")
+    b.file(f"{port}/gid_attrs/types/1", "RoCE v3\n")  # no kernel's word
+    (p,) = facts_of(b).get(rdma_devices)[0].ports
+    assert [g.type for g in p.gids] == [rf.UNREAD, rf.UNREAD, ""]  # slot 2: no attribute
+    assert p.notes == (f"read {port}/gid_attrs/types/0: permission denied",
+                       f"{port}/gid_attrs/types/1 reads 'RoCE v3'")  # fmt: skip
+
+
 def test_ambiguous_device_net_is_noted(tmp_path):
     dev = "/sys/class/infiniband/mlx4_0"
     b = BundleBuilder(tmp_path)

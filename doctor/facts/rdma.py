@@ -33,7 +33,9 @@ DEV_INFINIBAND = "/dev/infiniband"
 NV_MEM_VERSION = "/sys/kernel/mm/memory_peers/nv_mem/version"
 
 MAX_DEVICES = 64
-UNREAD = "?"  # a port's link layer that could not be read
+UNREAD = "?"  # a port's link layer, or a GID's type, that could not be read
+LINK_LAYERS = ("InfiniBand", "Ethernet", "Unknown")  # the kernel's words
+GID_TYPES = ("IB/RoCE v1", "RoCE v2")
 MAX_PORTS = 16
 MAX_COUNTERS = 128
 MAX_GIDS = 32  # non-zero GIDs kept per port
@@ -161,7 +163,7 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
 class Gid:
     index: int
     gid: str  # as sysfs prints it: "0000:0000:0000:0000:0000:ffff:c0a8:6401"
-    type: str = ""  # "RoCE v2", "IB/RoCE v1", "RoCE v1"; "" when unreadable
+    type: str = ""  # "IB/RoCE v1" or "RoCE v2"; "" before RoCE v2 kernels; UNREAD: not read
     ndev: str = ""  # net interface the entry belongs to (RoCE); "" on InfiniBand
 
     @property
@@ -293,7 +295,7 @@ def _gids(reader: _Reader, base: str, notes: list[str]) -> tuple[Gid, ...]:
         if len(found) == MAX_GIDS:
             notes.append(f"more than {MAX_GIDS} GIDs in use; only the first {MAX_GIDS} kept")
             break
-        kind = reader.text(f"{base}/gid_attrs/types/{index}", notes) or ""
+        kind = _word(reader, f"{base}/gid_attrs/types/{index}", notes, GID_TYPES)
         # InfiniBand entries have no net device: the kernel answers ENODEV, not a note.
         ndev = reader.text(f"{base}/gid_attrs/ndevs/{index}", notes, quiet=True) or ""
         found.append(Gid(index, gid, kind, ndev))
@@ -320,15 +322,17 @@ def _device_netdev(reader: _Reader, device: str, port: int, notes: list[str]) ->
     return ""
 
 
-def _link_layer(reader: _Reader, path: str, notes: list[str]) -> str:
-    """InfiniBand, Ethernet or Unknown (usNIC and the like: neither); "" when the kernel
-    has no link_layer (before 2.6.37: only InfiniBand); UNREAD when it could not be read or
-    says something else, so that no check takes the port for either."""
+def _word(reader: _Reader, path: str, notes: list[str], words: tuple[str, ...]) -> str:
+    """One of the kernel's `words` for an attribute: a link layer (InfiniBand, Ethernet, or
+    Unknown for usNIC and the like: neither), a GID type. "" when the kernel has no such
+    attribute (link_layer before 2.6.37: only InfiniBand; GID types before RoCE v2);
+    UNREAD when it could not be read or says something else, so that no check takes it
+    for any of them."""
     answer = reader.host.read(path, max_bytes=SMALL)
     text = answer_text(answer, notes)
     if text is None:
         return "" if answer.status == MISSING else UNREAD
-    if text not in ("InfiniBand", "Ethernet", "Unknown"):  # the kernel's three words
+    if text not in words:
         notes.append(f"{path} reads {text[:40]!r}")
         return UNREAD
     return text
@@ -343,7 +347,7 @@ def _port(reader: _Reader, device: str, port: int) -> RdmaPort:
     rate = parse_rate(rate_text)
     if rate_text and rate is None:
         notes.append(f"rate {rate_text[:60]!r} not understood")
-    link_layer = _link_layer(reader, f"{base}/link_layer", notes)
+    link_layer = _word(reader, f"{base}/link_layer", notes, LINK_LAYERS)
     gids = _gids(reader, base, notes)
     netdev = next((g.ndev for g in gids if g.ndev), "")
     if not netdev:
