@@ -17,6 +17,8 @@ from typing import Any
 
 REGISTRY: dict[str, str] = {  # fix id -> "module:function" of its Plan builder
     "fix.gpu.blacklist_nouveau": "dldoctor.fixes.gpu:blacklist_nouveau",
+    "fix.limits.memlock": "dldoctor.fixes.limits:memlock",
+    "fix.limits.nofile": "dldoctor.fixes.limits:nofile",
     "fix.network.load_peermem": "dldoctor.fixes.network:load_peermem",
 }
 

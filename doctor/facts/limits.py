@@ -289,6 +289,19 @@ class SystemdLimits:
     notes: tuple[str, ...] = ()
 
 
+def job_launchers(systemd: SystemdLimits) -> tuple[UnitLimits, ...]:
+    """The units whose limits jobs inherit: slurmd, and containerd (containers are its
+    children, not dockerd's), or docker when it runs its own containerd. kubelet starts no
+    job processes."""
+    present = {u.unit for u in systemd.units}
+    return tuple(
+        u
+        for u in systemd.units
+        if u.unit in ("slurmd.service", "containerd.service")
+        or (u.unit == "docker.service" and "containerd.service" not in present)
+    )
+
+
 def _systemctl(ctx: FactContext, argv: tuple[str, ...], notes: list[str]) -> str | None:
     answer = ctx.host.run(list(argv)).require()
     if not answer.ok:
