@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import to_int
+from dldoctor.host.base import PERMISSION_DENIED, ProbeFailed
 
 # --- /proc/self/limits ----------------------------------------------------------------
 
@@ -304,6 +305,9 @@ def job_launchers(systemd: SystemdLimits) -> tuple[UnitLimits, ...]:
 
 def _systemctl(ctx: FactContext, argv: tuple[str, ...], notes: list[str]) -> str | None:
     answer = ctx.host.run(list(argv)).require()
+    if answer.status == PERMISSION_DENIED:
+        # Refused is not "no systemd here": limits.memlock must not pass on units unasked.
+        raise ProbeFailed(answer)
     if not answer.ok:
         notes.append(answer.describe())
         return None
