@@ -14,6 +14,7 @@ from dldoctor.facts.limits import (
 )
 from dldoctor.facts.reading import to_int
 from dldoctor.fixes.plan import FixError, Plan, RunCommand, WriteFile
+from dldoctor.host.base import ProbeFailed
 
 # fs.nr_open's default, the highest open-file limit the kernel takes: pam_limits fails the
 # login and systemd the service start when asked for more.
@@ -56,7 +57,7 @@ def raise_limit(facts: Facts, item: str, wanted: Limit, title: str) -> Plan:
     header = f"# written by dldoctor ({fix_id})\n"
     try:
         systemd, configured = facts.get(systemd_limits), facts.get(configured_limits)
-    except FactFailed as exc:
+    except (FactFailed, ProbeFailed) as exc:
         raise FixError(f"{fix_id}: cannot plan without the current limits: {exc}") from None
     value = "unlimited" if wanted is None else str(wanted)
     lines = "".join(

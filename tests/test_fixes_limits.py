@@ -24,7 +24,16 @@ import pytest
 from dldoctor.facts import Facts
 from dldoctor.fixes import builder
 from dldoctor.fixes.limits import drop_in, limits_file
-from dldoctor.fixes.plan import CommandOutcome, Journal, RunCommand, Target, WriteFile, apply, undo
+from dldoctor.fixes.plan import (
+    CommandOutcome,
+    FixError,
+    Journal,
+    RunCommand,
+    Target,
+    WriteFile,
+    apply,
+    undo,
+)
 from dldoctor.fixes.verify import BOOT_ID, after_boot, recheck, verdict
 from dldoctor.host.live import LiveHost
 from tests.conftest import HOSTS, report_of, run_dldoctor
@@ -277,6 +286,16 @@ def test_lines_that_win_over_the_fix_are_named(tmp_path):
     assert b"* hard nofile 524288\n" in plan.steps[0].content
     # containerd's 524288 is that most already: no drop-in, no reload.
     assert [s.path for s in plan.steps] == [limits_file("nofile")]
+
+
+def test_no_plan_without_the_units(tmp_path):
+    root, env, _, _ = setup(tmp_path, DEFAULTS, "hgx-h100x8-default-limits")
+    # systemctl there, but refused (its interpreter may not be executed): the units are
+    # unknown, and a plan without their drop-ins would be a guess.
+    (tmp_path / "not-executable").write_text("")
+    (tmp_path / "bin/systemctl").write_text(f"#!{tmp_path}/not-executable\n")
+    with pytest.raises(FixError, match="fix.limits.memlock: cannot plan .*permission denied"):
+        plan_for(root, env, "fix.limits.memlock")
 
 
 def test_applied_and_undone_through_the_cli(tmp_path):
