@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from dldoctor.facts import Facts
-from dldoctor.facts.limits import Limit, configured_limits, process_limits, systemd_limits
+from dldoctor.facts.limits import (
+    Limit,
+    configured_limits,
+    job_launchers,
+    process_limits,
+    systemd_limits,
+)
 from dldoctor.facts.net import interfaces
 from dldoctor.model import Outcome, passed, skipped, warned
 from dldoctor.policy import Policy
@@ -25,6 +31,7 @@ def shown(value: Limit, unit: str = "") -> str:
     "/etc/security/limits.d/, `LimitMEMLOCK=infinity` for slurmd/docker/containerd "
     "(systemd drop-in), and `--ulimit memlock=-1` for containers. NCCL otherwise fails with "
     "'ibv_reg_mr ... Cannot allocate memory'.",
+    fixes=["fix.limits.memlock"],
 )
 def memlock(facts: Facts, policy: Policy) -> Outcome:
     limits = facts.get(process_limits)
@@ -59,17 +66,12 @@ def memlock(facts: Facts, policy: Policy) -> Outcome:
             "(the wildcard does not apply to root)"
         )
     units = facts.get(systemd_limits)
-    present = {u.unit for u in units.units}
+    launchers = job_launchers(units)
     for unit in units.units:
         value = unit.limits.get("memlock", None)
         if "memlock" in unit.limits:
             details.append(f"{unit.unit}: LimitMEMLOCK {shown(value, 'bytes')}")
-        # Jobs inherit from slurmd and from containerd (containers are its children, not
-        # dockerd's); kubelet starts no job processes.
-        judged = unit.unit in ("slurmd.service", "containerd.service") or (
-            unit.unit == "docker.service" and "containerd.service" not in present
-        )
-        if judged and "memlock" in unit.limits and value is not None:
+        if unit in launchers and "memlock" in unit.limits and value is not None:
             limited.append(f"{unit.unit} ({shown(value, 'bytes')})")
     if limited:
         return warned(
@@ -105,6 +107,7 @@ NOFILE_WHY = (
     "limits.nofile",
     "Open files",
     remediation=f"Raise the open-file limit {nofile_where('-')}. {NOFILE_WHY}",
+    fixes=["fix.limits.nofile"],
 )
 def nofile(facts: Facts, policy: Policy) -> Outcome:
     limits = facts.get(process_limits)

@@ -19,6 +19,8 @@ REGISTRY: dict[str, str] = {  # fix id -> "module:function" of its Plan builder
     "fix.gpu.blacklist_nouveau": "dldoctor.fixes.gpu:blacklist_nouveau",
     "fix.gpu.persistence": "dldoctor.fixes.gpu:persistence",
     "fix.cpu.governor": "dldoctor.fixes.cpu:governor",
+    "fix.limits.memlock": "dldoctor.fixes.limits:memlock",
+    "fix.limits.nofile": "dldoctor.fixes.limits:nofile",
     "fix.network.load_peermem": "dldoctor.fixes.network:load_peermem",
     "fix.network.roce_mtu": "dldoctor.fixes.network:roce_mtu",
 }

@@ -228,6 +228,23 @@ def cpuinfo(sockets: int, cores: int, model: str) -> str:
     return "\n".join(blocks)
 
 
+# `systemctl show` of the launcher units (SYSTEMD_UNITS_ARGV): a Slurm node, slurmd unlimited.
+SLURM_LAUNCHERS = (
+    "Id=slurmd.service\nLoadState=loaded\nLimitMEMLOCK=infinity\nLimitNOFILE=131072\n\n"
+    "Id=docker.service\nLoadState=not-found\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n\n"
+    "Id=containerd.service\nLoadState=not-found\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n\n"
+    "Id=kubelet.service\nLoadState=not-found\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n"
+)
+# A Kubernetes node on systemd's defaults: containerd 2.x and Docker 25 dropped LimitNOFILE=
+# from their units, and none sets LimitMEMLOCK, so each gets DefaultLimit* (8 MiB, 524288).
+CONTAINERD_LAUNCHERS = (
+    "Id=slurmd.service\nLoadState=not-found\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n\n"
+    "Id=docker.service\nLoadState=loaded\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n\n"
+    "Id=containerd.service\nLoadState=loaded\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n\n"
+    "Id=kubelet.service\nLoadState=loaded\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n"
+)
+
+
 def node_cpulist(node: int) -> str:
     lo, hi = node * CORES_PER_SOCKET, (node + 1) * CORES_PER_SOCKET - 1
     total = 2 * CORES_PER_SOCKET
@@ -235,7 +252,13 @@ def node_cpulist(node: int) -> str:
 
 
 def platform(
-    b: BundleBuilder, ram_gib: int, memlock: int | None, shm_bytes: int, in_container: bool = False
+    b: BundleBuilder,
+    ram_gib: int,
+    memlock: int | None,
+    shm_bytes: int,
+    in_container: bool = False,
+    nofile: tuple[int, int] = (1048576, 1048576),
+    launchers: str = SLURM_LAUNCHERS,
 ) -> None:
     """CPU, NUMA, limits, /dev/shm, THP, IOMMU of a two-socket Sapphire Rapids server."""
     b.file("/proc/cpuinfo", cpuinfo(2, CORES_PER_SOCKET, "Intel(R) Xeon(R) Platinum 8480+"))
@@ -258,7 +281,7 @@ def platform(
     b.file(
         "/proc/self/limits",
         "Limit                     Soft Limit           Hard Limit           Units     \n"
-        "Max open files            1048576              1048576              files     \n"
+        f"Max open files            {nofile[0]:<20} {nofile[1]:<20} files     \n"
         f"Max locked memory         {lock:<20} {lock:<20} bytes     \n"
         "Max processes             4126935              4126935              processes \n",
     )
@@ -272,13 +295,7 @@ def platform(
     b.command(
         list(SYSTEMD_DEFAULTS_ARGV), "DefaultLimitMEMLOCK=8388608\nDefaultLimitNOFILE=524288\n"
     )
-    b.command(
-        list(SYSTEMD_UNITS_ARGV),
-        "Id=slurmd.service\nLoadState=loaded\nLimitMEMLOCK=infinity\nLimitNOFILE=131072\n\n"
-        "Id=docker.service\nLoadState=not-found\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n\n"
-        "Id=containerd.service\nLoadState=not-found\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n\n"
-        "Id=kubelet.service\nLoadState=not-found\nLimitMEMLOCK=8388608\nLimitNOFILE=524288\n",
-    )
+    b.command(list(SYSTEMD_UNITS_ARGV), launchers)
     blocks = shm_bytes // 4096
     b.answer(
         "statvfs",
@@ -486,6 +503,8 @@ def gpu_server(
     fabricmanager: str = "active",
     kernel_lines: tuple[str, ...] = (),
     gpus: int = 8,
+    nofile: tuple[int, int] = (1048576, 1048576),
+    launchers: str = SLURM_LAUNCHERS,
 ) -> None:
     """An HGX H100 server: 8 GPUs, each behind its own PCIe Gen5 switch, a ConnectX-7 beside
     GPUs 0 and 4, four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver.
@@ -493,7 +512,7 @@ def gpu_server(
     `gpus` beyond 8 repeats that board in PCI domains 0001, 0002, ... (the benchmarks'
     large replays); the fixture hosts keep 8."""
     base_host(b, hostname, ram_gib)
-    platform(b, ram_gib, memlock, shm_bytes)
+    platform(b, ram_gib, memlock, shm_bytes, nofile=nofile, launchers=launchers)
     lspci, limited = [], []
     for i in range(gpus):
         domain, j = divmod(i, 8)
@@ -653,6 +672,12 @@ def hgx_h100x8_ram_512g(b: BundleBuilder) -> None:
 def hgx_h100x8_memlock_64k(b: BundleBuilder) -> None:
     """An InfiniBand host whose limits.conf caps locked memory at 64 KiB."""
     gpu_server(b, "hgx-h100-05", memlock=64 * 1024)
+
+
+def hgx_h100x8_default_limits(b: BundleBuilder) -> None:
+    """A Kubernetes node left at systemd's default limits: logins get 1024 open files (soft,
+    hard 524288) and containerd, whose children the containers are, 8 MiB of locked memory."""
+    gpu_server(b, "hgx-h100-15", nofile=(1024, 524288), launchers=CONTAINERD_LAUNCHERS)
 
 
 def hgx_h100x8_ib_init(b: BundleBuilder) -> None:
@@ -907,6 +932,7 @@ SCENARIOS = {
     "hgx-h100x8-acs-redirect": hgx_h100x8_acs_redirect,
     "hgx-h100x8-ram-512g": hgx_h100x8_ram_512g,
     "hgx-h100x8-memlock-64k": hgx_h100x8_memlock_64k,
+    "hgx-h100x8-default-limits": hgx_h100x8_default_limits,
     "docker-h100-devshm-64m": docker_h100_devshm_64m,
     "hgx-h100x8-ib-init": hgx_h100x8_ib_init,
     "hgx-h100x8-roce-mtu1500": hgx_h100x8_roce_mtu1500,

@@ -515,6 +515,14 @@ def test_limits_systemd_not_installed_and_timeout(tmp_path):
         facts_of(b).get(lf.systemd_limits)
 
 
+def test_limits_systemd_refused_is_a_failure_to_look(tmp_path):
+    # Unlike "not installed" (no systemd here), the units may exist: not judged as absent.
+    b = BundleBuilder(tmp_path / "b").command(DEFAULTS_ARGV)
+    b.command(UNITS_ARGV, status="permission_denied")
+    with pytest.raises(ProbeFailed, match="permission denied"):
+        facts_of(b).get(lf.systemd_limits)
+
+
 # --- /dev/shm and THP -----------------------------------------------------------------
 
 STATVFS_64M = {"f_bsize": 4096, "f_frsize": 4096, "f_blocks": 16384, "f_bfree": 16000,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import to_int
+from dldoctor.host.base import PERMISSION_DENIED, ProbeFailed
 
 # --- /proc/self/limits ----------------------------------------------------------------
 
@@ -289,8 +290,24 @@ class SystemdLimits:
     notes: tuple[str, ...] = ()
 
 
+def job_launchers(systemd: SystemdLimits) -> tuple[UnitLimits, ...]:
+    """The units whose limits jobs inherit: slurmd, and containerd (containers are its
+    children, not dockerd's), or docker when it runs its own containerd. kubelet starts no
+    job processes."""
+    present = {u.unit for u in systemd.units}
+    return tuple(
+        u
+        for u in systemd.units
+        if u.unit in ("slurmd.service", "containerd.service")
+        or (u.unit == "docker.service" and "containerd.service" not in present)
+    )
+
+
 def _systemctl(ctx: FactContext, argv: tuple[str, ...], notes: list[str]) -> str | None:
     answer = ctx.host.run(list(argv)).require()
+    if answer.status == PERMISSION_DENIED:
+        # Refused is not "no systemd here": limits.memlock must not pass on units unasked.
+        raise ProbeFailed(answer)
     if not answer.ok:
         notes.append(answer.describe())
         return None
