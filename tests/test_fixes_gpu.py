@@ -111,6 +111,12 @@ def test_the_nouveau_finding_offers_the_fix():
     [
         ({"a": "pass"}, False, False, "fixed"),
         ({"a": "pass"}, True, True, "verified after reboot"),
+        (
+            {"a": "pass"},
+            True,
+            False,
+            "pending a reboot (its checks already pass on the configuration)",
+        ),
         ({"a": "fail"}, True, False, "pending a reboot"),
         ({"a": "fail"}, False, False, "still failing"),
         ({"a": "warn"}, True, True, "did not take"),
