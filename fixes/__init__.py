@@ -18,6 +18,7 @@ from typing import Any
 REGISTRY: dict[str, str] = {  # fix id -> "module:function" of its Plan builder
     "fix.gpu.blacklist_nouveau": "dldoctor.fixes.gpu:blacklist_nouveau",
     "fix.network.load_peermem": "dldoctor.fixes.network:load_peermem",
+    "fix.memory.devshm": "dldoctor.fixes.memory:devshm",
     "fix.numa.balancing": "dldoctor.fixes.numa:numa_balancing",
 }
 
