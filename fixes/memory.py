@@ -16,9 +16,9 @@ FIX = "fix.memory.devshm"
 FSTAB = "/etc/fstab"
 GIB = 2**30
 # nosuid,nodev as systemd mounts /dev/shm: `defaults` alone would drop them at the next boot.
-SHM_LINE = b"tmpfs /dev/shm tmpfs defaults,nosuid,nodev,size=%s 0 0\n"
+SHM_LINE = "tmpfs /dev/shm tmpfs defaults,nosuid,nodev,size={} 0 0\n"
 # The options field of an fstab line: spec, file and type before it, dump and pass after.
-_OPTIONS = re.compile(rb"([ \t]*(?:\S+[ \t]+){3})(\S+)(.*)", re.S)
+_OPTIONS = re.compile(r"([ \t]*(?:\S+[ \t]+){3})(\S+)(.*)", re.S)
 
 
 def shm_gib(facts: Facts) -> int:
@@ -70,7 +70,7 @@ def devshm(facts: Facts) -> Plan:
     answer = facts.host.read(FSTAB)
     if not answer.ok and answer.status != MISSING:
         return plan((now,), f"{answer.describe()}: left as it is; {by_hand}")
-    fstab = with_shm_size(answer.value if answer.ok else b"", size.encode())
+    fstab = with_shm_size(answer.value if answer.ok else b"", size)
     if fstab is None:
         return plan((now,), f"{FSTAB} mounts something other than a tmpfs on /dev/shm: left "
                             f"as it is, so the next boot brings the old size back")  # fmt: skip
@@ -78,29 +78,31 @@ def devshm(facts: Facts) -> Plan:
     return plan((WriteFile(FSTAB, fstab), now))
 
 
-def with_shm_size(fstab: bytes, size: bytes) -> bytes | None:
+def with_shm_size(fstab: bytes, size: str) -> bytes | None:
     """`fstab` with size=`size` on its tmpfs /dev/shm line(s), or such a line appended;
-    every other byte kept. None when a /dev/shm line is not a tmpfs."""
-    lines = fstab.splitlines(keepends=True)
+    every other byte kept (surrogateescape carries bytes that are not UTF-8 through). None
+    when a /dev/shm line is not a tmpfs."""
+    text = fstab.decode("utf-8", "surrogateescape")
+    lines = text.splitlines(keepends=True)
     found = False
     for i, line in enumerate(lines):
         fields = line.split()
-        if len(fields) < 3 or fields[0].startswith(b"#") or fields[1] != b"/dev/shm":
+        if len(fields) < 3 or fields[0].startswith("#") or fields[1] != SHM:
             continue
-        if fields[2] != b"tmpfs":
+        if fields[2] != "tmpfs":
             return None
         found = True
         m = _OPTIONS.match(line)
         if m is None:  # no options field: the defaults
-            body = line.rstrip(b"\r\n")
-            lines[i] = body + b" defaults,size=" + size + line[len(body) :]
+            body = line.rstrip("\r\n")
+            lines[i] = f"{body} defaults,size={size}{line[len(body) :]}"
             continue
-        kept = [o for o in m.group(2).split(b",") if not o.startswith((b"size=", b"nr_blocks="))]
-        lines[i] = m.group(1) + b",".join([*kept, b"size=" + size]) + m.group(3)
+        kept = [o for o in m.group(2).split(",") if not o.startswith(("size=", "nr_blocks="))]
+        lines[i] = m.group(1) + ",".join([*kept, f"size={size}"]) + m.group(3)
     if not found:
-        tail = b"" if not fstab or fstab.endswith(b"\n") else b"\n"
-        lines.append(tail + b"# written by dldoctor (" + FIX.encode() + b")\n" + SHM_LINE % size)
-    return b"".join(lines)
+        tail = "" if not text or text.endswith("\n") else "\n"
+        lines.append(f"{tail}# written by dldoctor ({FIX})\n{SHM_LINE.format(size)}")
+    return "".join(lines).encode("utf-8", "surrogateescape")
 
 
 def _advice(where, gib: int) -> tuple[str, ...]:

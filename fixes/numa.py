@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import posixpath
-import re
 
 from dldoctor.facts import Facts
 from dldoctor.facts.numa import numa_topology
@@ -16,7 +15,6 @@ BALANCING_CONF = "/etc/sysctl.d/90-dldoctor-numa-balancing.conf"
 # Where systemd-sysctl and `sysctl --system` look; /etc/sysctl.conf comes last of all.
 SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d",
                "/lib/sysctl.d")  # fmt: skip
-_SETTING = re.compile(r"\s*-?\s*kernel[./]numa_balancing\s*=\s*(\S*)")
 
 
 def numa_balancing(facts: Facts) -> Plan:
@@ -61,9 +59,11 @@ def _overridden_by(facts: Facts, value: str) -> list[str]:
             continue
         judged.add(real)
         for line in host.read(path, max_bytes=1 << 20).text.splitlines():
-            m = _SETTING.match(line)
-            if m and m.group(1) != value:
-                said = f"{path} sets kernel.numa_balancing = {m.group(1)}"
+            key, eq, setting = line.partition("=")
+            # sysctl.d(5): "key = value"; a leading "-" ignores errors; "/" may stand for "."
+            named = key.strip().lstrip("-").strip().replace("/", ".") == "kernel.numa_balancing"
+            if eq and named and setting.strip() != value:
+                said = f"{path} sets kernel.numa_balancing = {setting.strip()}"
                 notes.append(f"{said} and is read after this file: change it there too")
                 break
     return notes

@@ -190,22 +190,23 @@ def test_a_devshm_big_enough_already_is_left_alone(tmp_path):
 
 
 def test_fstab_without_a_devshm_line_gets_one_appended_and_keeps_every_byte():
-    # No newline at the end, and a commented-out /dev/shm line that is not a mount.
-    fstab = UBUNTU_FSTAB.replace(b"tmpfs           /dev/shm        tmpfs   "
+    # No newline at the end, a commented-out /dev/shm line that is not a mount, and a
+    # comment in Latin-1 (not UTF-8): its byte comes back as it was.
+    fstab = b"# disques de l'\xe9quipe\n" + UBUNTU_FSTAB.replace(b"tmpfs           /dev/shm        tmpfs   "
                                  b"defaults,size=512m,nosuid  0  0\n", b"").rstrip(b"\n")  # fmt: skip
-    assert with_shm_size(fstab, b"8g") == fstab + (
+    assert with_shm_size(fstab, "8g") == fstab + (
         b"\n# written by dldoctor (fix.memory.devshm)\n"
         b"tmpfs /dev/shm tmpfs defaults,nosuid,nodev,size=8g 0 0\n"
     )
-    assert with_shm_size(b"", b"8g").endswith(b"size=8g 0 0\n")
+    assert with_shm_size(b"", "8g").endswith(b"size=8g 0 0\n")
 
 
 def test_fstab_options_are_edited_in_place():
-    assert with_shm_size(b"none /dev/shm tmpfs rw,nr_blocks=100,mode=1777 0 0\r\n", b"4g") == (
+    assert with_shm_size(b"none /dev/shm tmpfs rw,nr_blocks=100,mode=1777 0 0\r\n", "4g") == (
         b"none /dev/shm tmpfs rw,mode=1777,size=4g 0 0\r\n"
     )
     assert (
-        with_shm_size(b"tmpfs\t/dev/shm\ttmpfs\n", b"4g")
+        with_shm_size(b"tmpfs\t/dev/shm\ttmpfs\n", "4g")
         == b"tmpfs\t/dev/shm\ttmpfs defaults,size=4g\n"
     )
-    assert with_shm_size(b"/run/shm /dev/shm none bind 0 0\n", b"4g") is None  # not a tmpfs
+    assert with_shm_size(b"/run/shm /dev/shm none bind 0 0\n", "4g") is None  # not a tmpfs
