@@ -51,6 +51,7 @@ def gpu_ratio(facts: Facts, policy: Policy) -> Outcome:
     "`--ipc=host`; Kubernetes: an emptyDir with medium Memory at /dev/shm), or on a host "
     "`mount -o remount,size=50% /dev/shm`. PyTorch DataLoader workers and NCCL's shared-memory "
     "transport fail with 'Bus error' when it is too small.",
+    fixes=["fix.memory.devshm"],
 )
 def dev_shm_size(facts: Facts, policy: Policy) -> Outcome:
     shm = facts.get(devshm)

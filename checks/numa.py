@@ -114,3 +114,50 @@ def numactl(facts: Facts, policy: Policy) -> Outcome:
     if found.path:
         return passed(f"installed ({found.path})", found.notes)
     return warned(f"not installed on a {len(topo.cpu_nodes)}-node machine", found.notes)
+
+
+BALANCING = "/proc/sys/kernel/numa_balancing"
+# The sysctl is a bit mask: 1 moves pages between nodes toward the CPUs that touch them,
+# 2 (memory tiering) only promotes pages from slower memory-only nodes (CXL, PMEM) and never
+# scans the pages of the CPU nodes (mm/mprotect.c skips top-tier nodes without bit 1).
+BALANCING_MODES = {0: "off", 1: "on", 2: "memory tiering only", 3: "on (and memory tiering)"}
+
+
+@check(
+    "numa.balancing",
+    "Automatic NUMA balancing",
+    remediation="Turn automatic NUMA balancing off on GPU hosts whose jobs are bound to "
+    "their GPU's node (`sysctl -w kernel.numa_balancing=0`, and "
+    "`kernel.numa_balancing = 0` in /etc/sysctl.d/ for the next boots). The kernel's own "
+    "documentation says to disable it when the workload is already bound to NUMA nodes.",
+    fixes=["fix.numa.balancing"],
+)
+def balancing(facts: Facts, policy: Policy) -> Outcome:
+    topo = facts.get(numa_topology)
+    value = topo.balancing if topo.balancing is not None else -1
+    mode = BALANCING_MODES.get(value)
+    if mode is None:
+        if not topo.nodes:
+            return skipped(NO_NODES, topo.notes)
+        said = "not read" if topo.balancing is None else f"reads {value}"
+        return skipped(f"automatic NUMA balancing unknown ({BALANCING} {said})", topo.notes)
+    if not value & 1:
+        return passed(mode)
+    if not topo.nodes:
+        return skipped(NO_NODES, topo.notes)
+    if len(topo.nodes) < 2:
+        return passed(f"{mode}, with one NUMA node: no page has another node to move to")
+    gpus = [d for d in endpoints(facts.get(pcie_links)) if kind(d) == "GPU"]
+    if not gpus:
+        return skipped(f"{mode}, but no GPU on the PCI bus")
+    # Balancing unmaps pages to sample who touches them and migrates them between nodes:
+    # hint faults and copies in the data loaders and pageable host buffers of ranks that
+    # numactl already bound to their GPU's node (the guide's advice), i.e. latency spikes.
+    details = [f"{BALANCING} = {value}"]
+    if facts.get(container).in_container:
+        details.append("in a container: this is the host's setting, to change on the host")
+    return warned(
+        f"{mode}, with {len(topo.nodes)} NUMA nodes and {len(gpus)} GPU(s): the kernel moves "
+        "pages under jobs bound to their GPU's node (latency spikes)",
+        details,
+    )

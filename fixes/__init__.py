@@ -23,6 +23,8 @@ REGISTRY: dict[str, str] = {  # fix id -> "module:function" of its Plan builder
     "fix.limits.nofile": "dldoctor.fixes.limits:nofile",
     "fix.network.load_peermem": "dldoctor.fixes.network:load_peermem",
     "fix.network.roce_mtu": "dldoctor.fixes.network:roce_mtu",
+    "fix.memory.devshm": "dldoctor.fixes.memory:devshm",
+    "fix.numa.balancing": "dldoctor.fixes.numa:numa_balancing",
 }
 
 

@@ -259,6 +259,7 @@ def platform(
     in_container: bool = False,
     nofile: tuple[int, int] = (1048576, 1048576),
     launchers: str = SLURM_LAUNCHERS,
+    numa_balancing: int = 0,
 ) -> None:
     """CPU, NUMA, limits, /dev/shm, THP, IOMMU of a two-socket Sapphire Rapids server."""
     b.file("/proc/cpuinfo", cpuinfo(2, CORES_PER_SOCKET, "Intel(R) Xeon(R) Platinum 8480+"))
@@ -270,7 +271,7 @@ def platform(
             f"{base}/meminfo",
             f"Node {node} MemTotal:       {kb} kB\nNode {node} MemFree: {kb // 2} kB\n",
         )
-    b.file("/proc/sys/kernel/numa_balancing", "0\n")
+    b.file("/proc/sys/kernel/numa_balancing", f"{numa_balancing}\n")
     b.command(["numactl", "--show"], "policy: default\npreferred node: current\n")
     for cpu in range(4 * CORES_PER_SOCKET):
         b.file(f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor", "performance\n")
@@ -505,6 +506,7 @@ def gpu_server(
     gpus: int = 8,
     nofile: tuple[int, int] = (1048576, 1048576),
     launchers: str = SLURM_LAUNCHERS,
+    numa_balancing: int = 0,
 ) -> None:
     """An HGX H100 server: 8 GPUs, each behind its own PCIe Gen5 switch, a ConnectX-7 beside
     GPUs 0 and 4, four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver.
@@ -512,7 +514,15 @@ def gpu_server(
     `gpus` beyond 8 repeats that board in PCI domains 0001, 0002, ... (the benchmarks'
     large replays); the fixture hosts keep 8."""
     base_host(b, hostname, ram_gib)
-    platform(b, ram_gib, memlock, shm_bytes, nofile=nofile, launchers=launchers)
+    platform(
+        b,
+        ram_gib,
+        memlock,
+        shm_bytes,
+        nofile=nofile,
+        launchers=launchers,
+        numa_balancing=numa_balancing,
+    )
     lspci, limited = [], []
     for i in range(gpus):
         domain, j = divmod(i, 8)
@@ -782,6 +792,12 @@ def hgx_h100x8_nvswitch_sxid(b: BundleBuilder) -> None:
     gpu_server(b, "hgx-h100-14", kernel_lines=SXID_JOURNAL)
 
 
+def hgx_h100x8_numa_balancing(b: BundleBuilder) -> None:
+    """Automatic NUMA balancing left on, as Ubuntu's and RHEL's kernels start it on any
+    machine with more than one node."""
+    gpu_server(b, "hgx-h100-16", numa_balancing=1)
+
+
 def docker_h100_devshm_64m(b: BundleBuilder) -> None:
     """A training container started without --shm-size or --ipc=host: 64 MiB /dev/shm."""
     base_host(b, "7c1e2b9a4d10", 2048)
@@ -944,6 +960,7 @@ SCENARIOS = {
     "hgx-h100x8-nvlink-down": hgx_h100x8_nvlink_down,
     "hgx-h100x8-fabricmanager-down": hgx_h100x8_fabricmanager_down,
     "hgx-h100x8-nvswitch-sxid": hgx_h100x8_nvswitch_sxid,
+    "hgx-h100x8-numa-balancing": hgx_h100x8_numa_balancing,
     "vm-a100-vgpu-guest": vm_a100_vgpu_guest,
     "workstation-rtx4090-nouveau": workstation_rtx4090_nouveau,
     "a100-driver470-torch-cu121": a100_driver470_torch_cu121,
