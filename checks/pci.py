@@ -256,6 +256,7 @@ def acs(facts: Facts, policy: Policy) -> Outcome:
     remediation="Add `iommu=pt` to the kernel command line (passthrough for the host's own "
     "devices keeps GPU peer-to-peer and GPUDirect RDMA at full speed), update the "
     "bootloader and reboot.",
+    fixes=["fix.pci.iommu_passthrough"],
 )
 def iommu_mode(facts: Facts, policy: Policy) -> Outcome:
     state = facts.get(iommu)

@@ -18,6 +18,7 @@ from typing import Any
 REGISTRY: dict[str, str] = {  # fix id -> "module:function" of its Plan builder
     "fix.gpu.blacklist_nouveau": "dldoctor.fixes.gpu:blacklist_nouveau",
     "fix.network.load_peermem": "dldoctor.fixes.network:load_peermem",
+    "fix.pci.iommu_passthrough": "dldoctor.fixes.boot:iommu_passthrough",
 }
 
 
