@@ -9,6 +9,7 @@ from itertools import combinations
 from dldoctor.facts import Facts
 from dldoctor.facts.acs import bridges_between, iommu, pci_acs
 from dldoctor.facts.net import interfaces
+from dldoctor.facts.pci import pci_devices
 from dldoctor.facts.pcie import PcieLink, PcieLinks, bandwidth_limits, pcie_links
 from dldoctor.facts.system import container
 from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
@@ -276,6 +277,13 @@ def iommu_mode(facts: Facts, policy: Policy) -> Outcome:
                 f"IOMMU translates DMA ({state.default_domain or 'DMA'}): GPU "
                 "peer-to-peer and GPUDirect RDMA lose bandwidth or hang",
                 details,
+            )
+        bus = facts.get(pci_devices)
+        if not bus.read_in_full:  # a device that did not answer may be a GPU
+            return skipped(
+                "IOMMU translates DMA; the PCI bus was not read in full, so whether GPUs "
+                "here use peer-to-peer is unknown",
+                [*details, *bus.notes],
             )
         return passed("IOMMU translates DMA; no GPU peer-to-peer here to slow down", details)
     return skipped("IOMMU mode unknown", details)
