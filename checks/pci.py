@@ -9,6 +9,7 @@ from itertools import combinations
 from dldoctor.facts import Facts
 from dldoctor.facts.acs import bridges_between, iommu, pci_acs
 from dldoctor.facts.net import interfaces
+from dldoctor.facts.pci import pci_devices
 from dldoctor.facts.pcie import PcieLink, PcieLinks, bandwidth_limits, pcie_links
 from dldoctor.facts.system import container
 from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
@@ -256,6 +257,7 @@ def acs(facts: Facts, policy: Policy) -> Outcome:
     remediation="Add `iommu=pt` to the kernel command line (passthrough for the host's own "
     "devices keeps GPU peer-to-peer and GPUDirect RDMA at full speed), update the "
     "bootloader and reboot.",
+    fixes=["fix.pci.iommu_passthrough"],
 )
 def iommu_mode(facts: Facts, policy: Policy) -> Outcome:
     state = facts.get(iommu)
@@ -275,6 +277,13 @@ def iommu_mode(facts: Facts, policy: Policy) -> Outcome:
                 f"IOMMU translates DMA ({state.default_domain or 'DMA'}): GPU "
                 "peer-to-peer and GPUDirect RDMA lose bandwidth or hang",
                 details,
+            )
+        bus = facts.get(pci_devices)
+        if not bus.read_in_full:  # a device that did not answer may be a GPU
+            return skipped(
+                "IOMMU translates DMA; the PCI bus was not read in full, so whether GPUs "
+                "here use peer-to-peer is unknown",
+                [*details, *bus.notes],
             )
         return passed("IOMMU translates DMA; no GPU peer-to-peer here to slow down", details)
     return skipped("IOMMU mode unknown", details)

@@ -25,6 +25,7 @@ REGISTRY: dict[str, str] = {  # fix id -> "module:function" of its Plan builder
     "fix.network.roce_mtu": "dldoctor.fixes.network:roce_mtu",
     "fix.memory.devshm": "dldoctor.fixes.memory:devshm",
     "fix.numa.balancing": "dldoctor.fixes.numa:numa_balancing",
+    "fix.pci.iommu_passthrough": "dldoctor.fixes.boot:iommu_passthrough",
 }
 
 

@@ -798,6 +798,56 @@ def hgx_h100x8_numa_balancing(b: BundleBuilder) -> None:
     gpu_server(b, "hgx-h100-16", numa_balancing=1)
 
 
+# /etc/default/grub as Ubuntu 22.04's grub2-common installs it (the Debian package's
+# debian/default/grub with Ubuntu's hidden menu); the command-line values are the scenario's.
+UBUNTU_GRUB_DEFAULTS = """# If you change this file, run 'update-grub' afterwards to update
+# /boot/grub/grub.cfg.
+# For full documentation of the options in this file, see:
+#   info -f grub -n 'Simple configuration'
+
+GRUB_DEFAULT=0
+GRUB_TIMEOUT_STYLE=hidden
+GRUB_TIMEOUT=0
+GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`
+GRUB_CMDLINE_LINUX_DEFAULT="{default}"
+GRUB_CMDLINE_LINUX="{linux}"
+
+# Uncomment to enable BadRAM filtering, modify to suit your needs
+# This works with Linux (no patch required) and with any kernel that obtains
+# the memory map information from GRUB (GNU Mach, kernel of FreeBSD ...)
+#GRUB_BADRAM="0x01234567,0xfefefefe,0x89abcdef,0xefefefef"
+
+# Uncomment to disable graphical terminal (grub-pc only)
+#GRUB_TERMINAL=console
+
+# The resolution used on graphical terminal
+# note that you can use only modes which your graphic card supports via VBE
+# you can see them in real GRUB with the command `vbeinfo'
+#GRUB_GFXMODE=640x480
+
+# Uncomment if you don't want GRUB to pass "root=UUID=xxx" parameter to Linux
+#GRUB_DISABLE_LINUX_UUID=true
+
+# Uncomment to disable generation of recovery mode menu entries
+#GRUB_DISABLE_RECOVERY="true"
+
+# Uncomment to get a beep at grub start
+#GRUB_INIT_TUNE="480 440 1"
+"""
+
+
+def hgx_h100x8_iommu_translated(b: BundleBuilder) -> None:
+    """The Intel IOMMU switched on (intel_iommu=on, for SR-IOV) without passthrough: the
+    GPUs' and NICs' DMA is translated (default domain DMA-FQ), and peer-to-peer slows."""
+    gpu_server(b, "hgx-h100-18")
+    b.file("/sys/kernel/iommu_groups/0/type", "DMA-FQ\n")
+    b.file(
+        "/proc/cmdline",
+        "BOOT_IMAGE=/vmlinuz-5.15.0-105-generic root=/dev/nvme0n1p2 ro intel_iommu=on\n",
+    )
+    b.file("/etc/default/grub", UBUNTU_GRUB_DEFAULTS.format(default="", linux="intel_iommu=on"))
+
+
 def docker_h100_devshm_64m(b: BundleBuilder) -> None:
     """A training container started without --shm-size or --ipc=host: 64 MiB /dev/shm."""
     base_host(b, "7c1e2b9a4d10", 2048)
@@ -961,6 +1011,7 @@ SCENARIOS = {
     "hgx-h100x8-fabricmanager-down": hgx_h100x8_fabricmanager_down,
     "hgx-h100x8-nvswitch-sxid": hgx_h100x8_nvswitch_sxid,
     "hgx-h100x8-numa-balancing": hgx_h100x8_numa_balancing,
+    "hgx-h100x8-iommu-translated": hgx_h100x8_iommu_translated,
     "vm-a100-vgpu-guest": vm_a100_vgpu_guest,
     "workstation-rtx4090-nouveau": workstation_rtx4090_nouveau,
     "a100-driver470-torch-cu121": a100_driver470_torch_cu121,
