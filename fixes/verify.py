@@ -49,7 +49,8 @@ def after_boot(target: Target, host) -> list[dict]:
     judged = []
     for record in journal.history():
         pending = str(record.get("verdict", "")).startswith(PENDING)
-        if not pending or record.get("boot_id") == now:
+        # An undone fix waits for nothing, whatever its last verdict said.
+        if record.get("state") != "applied" or not pending or record.get("boot_id") == now:
             continue
         record["verdict"] = verdict(record, recheck(record["resolves"], host), rebooted=True)
         journal.save(record)

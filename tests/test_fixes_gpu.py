@@ -129,3 +129,16 @@ def test_verdict_is_fixed_only_when_every_resolved_check_passes(
     statuses, reboot, rebooted, expected
 ):
     assert verdict({"reboot": reboot}, statuses, rebooted=rebooted) == expected
+
+
+def test_a_fix_undone_before_its_reboot_is_not_judged_after_it(tmp_path):
+    root = _root(tmp_path, "workstation-rtx4090-nouveau")
+    target = Target(str(root), Recorder())
+    plan = builder("fix.gpu.blacklist_nouveau")(Facts(LiveHost(str(root))))
+    record = apply(plan, target)
+    record["verdict"] = "pending a reboot"
+    Journal(target).save(record)
+    undo(record["id"], target)
+    (root / BOOT_ID.lstrip("/")).write_text("22222222-boot-two\n")
+    assert after_boot(target, LiveHost(str(root))) == []
+    assert Journal(target).load(record["id"])["state"] == "undone"
