@@ -401,7 +401,6 @@ def _app(args, policy, cleanup: contextlib.ExitStack) -> ExitCode:
         specs = select(specs, args.only, args.skip)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    from dldoctor.tui import run_app
     from dldoctor.tui.session import Session
 
     notices = [] if args.bundle else _fixes_after_boot(args.root or "/", make_host())
@@ -416,6 +415,9 @@ def _app(args, policy, cleanup: contextlib.ExitStack) -> ExitCode:
         extra=plugin_findings,
         notices=notices,
     )
+    session.start()  # the checks run while Textual loads: results are there at first paint
+    from dldoctor.tui import run_app
+
     ended = run_app(session)
     if ended:
         print("dldoctor: terminated", file=sys.stderr)

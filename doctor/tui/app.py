@@ -34,7 +34,7 @@ class DoctorApp(App):
         self.push_screen(self.results)
         for notice in self.session.notices:
             self.notify(notice, timeout=15)
-        if self.session.run.report is None and not self.session.run.started:
+        if self.session.generation == 0:  # not started by the caller
             self.session.start()
 
     def _stop(self, sig: int) -> None:
