@@ -4,13 +4,19 @@ the Session (Reports, fix Plans) and never the host."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import termios
+import threading
+import time
 
 from textual.app import App
 
 from dldoctor.tui.palette import DoctorCommands
 from dldoctor.tui.results import ResultsScreen
+
+# After SIGTERM, the time Textual gets to restore the terminal before the process ends anyway.
+EXIT_GRACE_S = 3.0
 
 
 class DoctorApp(App):
@@ -23,6 +29,7 @@ class DoctorApp(App):
         self.session = session
         self.results = ResultsScreen(session)
         self.signalled = 0  # the signal that ended the app, 0 when the user quit
+        self.applying = False  # a fix is being applied or undone: a hangup waits for it
 
     def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
@@ -38,8 +45,23 @@ class DoctorApp(App):
             self.session.start()
 
     def _stop(self, sig: int) -> None:
+        """End on a signal. On a hangup the terminal is gone: nothing to restore on it, and
+        Textual's shutdown can wait forever on writes to it, so the process ends at once —
+        once a fix being applied has finished (its journal and rollback must complete). On
+        SIGTERM the terminal is restored, with the same end as a backstop."""
+        if self.signalled:
+            return
         self.signalled = sig
-        self.exit()
+        if sig != signal.SIGHUP:
+            self.exit()
+        threading.Thread(target=self._end_process, args=(sig,), daemon=True).start()
+
+    def _end_process(self, sig: int) -> None:
+        if sig != signal.SIGHUP:
+            time.sleep(EXIT_GRACE_S)
+        while self.applying:
+            time.sleep(0.1)
+        os._exit(128 + sig)
 
     def _terminal_gone(self) -> None:
         """A terminal closed without a SIGHUP reaching us (Textual's input thread would spin

@@ -11,15 +11,9 @@ from textual.widgets import Static, Tree
 
 from dldoctor.model import Finding, Status
 from dldoctor.registry import CATEGORY_ORDER
+from dldoctor.render.text import GLYPHS  # one glyph and colour per status, as the checklist
 from dldoctor.tui.session import EvidenceView, HostView
 
-GLYPHS = {
-    Status.FAIL: ("✗", "bold red"),
-    Status.ERROR: ("☠", "bold magenta"),
-    Status.WARN: ("!", "bold yellow"),
-    Status.PASS: ("✓", "green"),
-    Status.SKIP: ("–", "dim"),
-}
 WORST_FIRST = (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP)
 RANK = {s: i for i, s in enumerate(WORST_FIRST)}
 COMMAND = re.compile(r"`([^`]+)`")
@@ -87,7 +81,7 @@ class FindingsTree(Tree):
                     target = leaf
             if skipped:
                 fold = node.add(
-                    Text(f"– {len(skipped)} skipped", style="dim"),
+                    Text(f"{GLYPHS[Status.SKIP][0]} {len(skipped)} skipped", style="dim"),
                     data=f"skips:{category}",
                     expand=category in self.unfolded,
                 )

@@ -104,11 +104,14 @@ class FixScreen(Screen):
             self.app.call_from_thread(log.write, Text(line, style))
 
         say("applying…", "bold")
+        self.app.applying = True
         try:
             ended = self.flow.apply(self.session, say)
         except Exception as exc:  # noqa: BLE001 - the journal says it was rolled back
             say(f"not applied: {exc}", "bold red")
             return
+        finally:
+            self.app.applying = False
         self.applied = True
         say(ended, "bold green" if "fixed" in ended or "verified" in ended else "bold yellow")
         say("re-running the checks in the list…", "dim")

@@ -63,9 +63,12 @@ class HistoryScreen(Screen):
     def run_undo(self, journal_id: str) -> None:
         from dldoctor.tui.fixflow import undo_applied
 
+        self.app.applying = True
         try:
             said = undo_applied(self.session, journal_id)
         except Exception as exc:  # noqa: BLE001 - a refusal on screen
             said = f"not undone: {exc}"
-        self.app.call_from_thread(self.query_one("#history-state", Static).update, said)
+        finally:
+            self.app.applying = False
         self.app.call_from_thread(self.load)
+        self.app.call_from_thread(self.query_one("#history-state", Static).update, said)
