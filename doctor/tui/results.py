@@ -31,6 +31,8 @@ STATUS_FILTERS: tuple[tuple[str, frozenset[Status] | None], ...] = (
         for s in (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP)
     ),
 )
+# Keys that move the tree's cursor: the user has chosen what to read.
+MOVES = {"up", "down", "pageup", "pagedown", "home", "end", "enter", "left", "right"}
 # Running checks are listed once they have taken this long: a quick one does not flicker.
 SHOW_RUNNING_AFTER_S = 0.3
 
@@ -68,6 +70,7 @@ class ResultsScreen(Screen):
         self._drawn: tuple = ()
         self._shown_detail: tuple = ()
         self._last: dict = {}
+        self.following = True  # the selection follows the worst finding until the user moves
 
     def compose(self) -> ComposeResult:
         yield HostHeader(id="host")
@@ -125,7 +128,10 @@ class ResultsScreen(Screen):
         key = (session.generation, tuple((f.id, f.status, f.summary) for f in shown))
         if key != self._drawn:
             self._drawn = key
-            self.selected = self.query_one(FindingsTree).show(shown, self.selected)
+            # Until the user moves, the selection follows the worst finding so far: the
+            # first to finish is seldom the one to read.
+            follow = None if self.following else self.selected
+            self.selected = self.query_one(FindingsTree).show(shown, follow)
         if session.run.error:
             self.query_one("#running", Static).update(
                 Text(f"the run stopped: {session.run.error}", "bold red")
@@ -176,6 +182,13 @@ class ResultsScreen(Screen):
         return next((f for f in self.session.findings() if f.id == self.selected), None)
 
     # --- events ---------------------------------------------------------------------
+
+    def on_key(self, event) -> None:
+        if event.key in MOVES and isinstance(self.focused, FindingsTree):
+            self.following = False
+
+    def on_click(self, event) -> None:
+        self.following = False
 
     def on_tree_node_highlighted(self, event: FindingsTree.NodeHighlighted) -> None:
         data = event.node.data
@@ -253,6 +266,8 @@ class ResultsScreen(Screen):
 
     def select(self, check_id: str) -> None:
         """Show `check_id` (from the command palette), clearing filters that hide it."""
+        self.following = False
         self.selected = check_id
+        self._drawn = ()  # redrawn with the cursor on it
         self.action_clear_filter()
         self._draw_detail()
