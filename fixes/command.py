@@ -4,6 +4,7 @@ explicit yes), undone, and the history of what was applied."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -46,6 +47,20 @@ def _host(args):
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    with contextlib.ExitStack() as cleanup:  # an archive, extracted for the preview
+        if args.bundle:
+            from dldoctor.snapshots.archive import read_bundle
+            from dldoctor.snapshots.bundle import BundleError
+
+            try:
+                args.bundle = read_bundle(args.bundle, cleanup)[0].path
+            except BundleError as exc:
+                print(f"dldoctor: {exc}", file=sys.stderr)
+                return ExitCode.BAD_INPUT
+        return _main(args)
+
+
+def _main(args) -> int:
     target = target_for(args.root, args.bundle)
     try:
         if args.history:

@@ -92,3 +92,17 @@ def test_the_first_run_after_the_boot_reports_the_fix_that_waited_for_it(tmp_pat
     assert FIX not in again.stderr  # judged once
     history = run_dldoctor("fix", "--history", "--root", str(root))
     assert "applied: verified after reboot" in history.stdout
+
+
+def test_a_bundle_archive_is_listed_and_previewed_and_a_missing_one_is_a_clear_error(tmp_path):
+    from dldoctor.snapshots.archive import write_archive
+
+    archive = tmp_path / "nouveau.tar.gz"
+    write_archive(str(NOUVEAU), str(archive))
+    listing = run_dldoctor("fix", "--from", str(archive))
+    assert listing.returncode == 0 and FIX in listing.stdout, listing.stderr
+    preview = run_dldoctor("fix", FIX, "--from", str(archive))
+    assert preview.returncode == 0 and "+blacklist nouveau" in preview.stdout
+    missing = run_dldoctor("fix", "--from", str(tmp_path / "none.tar.gz"))
+    assert missing.returncode == 4
+    assert missing.stderr == f"dldoctor: bundle not found: {tmp_path / 'none.tar.gz'}\n"
