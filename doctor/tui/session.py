@@ -230,7 +230,12 @@ class Session:
         stack = self._done_fact("gpu.nvidia")
         gpus = getattr(stack, "gpus", ()) or ()
         if not gpus:
-            return ""
+            # The driver could not be asked: what the PCI bus shows is still worth a line.
+            from dldoctor.facts.pci import NVIDIA
+
+            bus = self._done_fact("pci.devices")
+            seen = len(bus.gpus(NVIDIA)) if bus is not None else 0
+            return f"{seen} NVIDIA GPU(s) on the PCI bus, the driver not answering" if seen else ""
         names = sorted({g.name for g in gpus if g.name})
         return f"{len(gpus)} × {', '.join(names) or 'NVIDIA GPU'}"
 
