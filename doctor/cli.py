@@ -119,6 +119,11 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         help="do not load third-party checks (also: DLDOCTOR_NO_PLUGINS=1)",
     )
     p.add_argument("--list-checks", action="store_true", help="list the checks and exit")
+    p.add_argument(
+        "--schema",
+        action="store_true",
+        help="print the JSON Schema of the --json report (draft 2020-12) and exit",
+    )
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     p.add_argument("--version", action="version", version=f"dldoctor {__version__}")
     if snapshot:
@@ -333,6 +338,12 @@ def _main(
     snapshot = argv[:1] == ["snapshot"]
     args = build_parser(snapshot=snapshot).parse_args(argv[snapshot:])
     args.argv = argv[snapshot:]
+    if args.schema:
+        from importlib.resources import files
+
+        text = files("dldoctor").joinpath("schemas/report.schema.json").read_text("utf-8")
+        _write_output(lambda: sys.stdout.write(text))
+        return ExitCode.OK
     policy, policy_source = _policy(args)
     if _interactive(args, snapshot):
         return _app(args, policy, cleanup)
@@ -385,7 +396,7 @@ def _main(
 def _interactive(args, snapshot: bool) -> bool:
     """The app, for a person at a terminal; a pipe, a file or a batch flag gets the
     checklist (the app's own terminal is both stdin and stdout)."""
-    batch = args.check or args.json or args.list_checks or snapshot
+    batch = args.check or args.json or args.list_checks or args.schema or snapshot
     tty = all(s is not None and s.isatty() for s in (sys.stdin, sys.stdout))
     return not batch and tty and os.environ.get("TERM") != "dumb"
 
