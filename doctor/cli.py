@@ -118,6 +118,11 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         action="store_true",
         help="do not load third-party checks (also: DLDOCTOR_NO_PLUGINS=1)",
     )
+    p.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="also write the report as JUnit XML to FILE (replaced atomically)",
+    )
     p.add_argument("--list-checks", action="store_true", help="list the checks and exit")
     p.add_argument(
         "--schema",
@@ -388,6 +393,10 @@ def _main(
     if snapshot:
         return _write_snapshot(args, host, report, extras, deadline_at)
     _write_report(args, report)
+    if args.junit:
+        from dldoctor.render.junit import render_junit
+
+        _write_file(args.junit, render_junit(report))
     if not args.bundle:
         _fixes_after_boot(args.root or "/", host, say=True)
     return exit_code_for(report.findings, strict=args.strict)
@@ -537,6 +546,17 @@ def _write_output(write) -> None:
     except OSError as exc:  # a full disk (`> /dev/full`), an I/O error
         _discard_stdout()
         raise OutputError(f"cannot write the report: {exc.strerror or exc}") from None
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """An output beside stdout's, replaced atomically (a collector or a CI job reading it
+    never sees half a file); OutputError (exit 6) when it cannot be written."""
+    from dldoctor.atomicfile import write_atomically
+
+    try:
+        write_atomically(path, data, make_parents=False)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _discard_stdout() -> None:

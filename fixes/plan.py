@@ -19,11 +19,12 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+from dldoctor.atomicfile import write_atomically as _write_atomically
 
 JOURNALS = "/var/lib/dldoctor/journal"
 
@@ -235,23 +236,6 @@ def _numbered(steps, target: Target):
         now = ", ".join(f"{v} on {n}" for v, n in sorted(was.items()))
         text = f"set {shape[0]} = {shape[1]} in {len(group)} files (now {now})"
         yield first, first + len(group) - 1, text
-
-
-def _write_atomically(path: str, data: bytes, mode: int) -> None:
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".dldoctor-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 # --- the journal -----------------------------------------------------------------------
