@@ -271,3 +271,24 @@ def test_re_running_one_check_keeps_the_others_and_their_evidence():
             assert nvlink and all(e.lines != ("(not kept by this run)",) for e in nvlink)
 
     asyncio.run(flow())
+
+
+def test_the_command_palette_opens_a_fix_and_jumps_to_a_check():
+    session = bundle_session("workstation-rtx4090-nouveau")
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            await finished(pilot, session)
+            await pilot.press("ctrl+p")
+            await pilot.pause(0.3)
+            await pilot.press(*"fix fix.gpu.blacklist", "enter")
+            await until(pilot, lambda: type(pilot.app.screen).__name__ == "FixScreen")
+            assert pilot.app.screen.fix_id == "fix.gpu.blacklist_nouveau"
+            await pilot.press("escape", "ctrl+p")
+            await pilot.pause(0.3)
+            await pilot.press(*"check system.libc", "enter")
+            await until(pilot, lambda: type(pilot.app.screen).__name__ == "ResultsScreen")
+            await until(pilot, lambda: pilot.app.screen.selected == "system.libc")
+            assert "system.libc" in _text(pilot.app.screen.query_one(FindingDetail))
+
+    asyncio.run(flow())

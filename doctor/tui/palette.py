@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from textual.command import Hit, Hits, Provider
+from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 
 class DoctorCommands(Provider):
@@ -29,7 +29,7 @@ class DoctorCommands(Provider):
 
     async def discover(self) -> Hits:
         for text, callback, help_text in self._entries():
-            yield Hit(1.0, text, callback, help=help_text or None)
+            yield DiscoveryHit(text, callback, help=help_text or None)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
