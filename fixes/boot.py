@@ -11,6 +11,7 @@ from dldoctor.facts import FactFailed, Facts
 from dldoctor.facts.acs import iommu
 from dldoctor.facts.cpu import cpu_info
 from dldoctor.fixes.gpu import family
+from dldoctor.fixes.looking import names_in
 from dldoctor.fixes.plan import Plan, RunCommand, Step, WriteFile
 from dldoctor.host.base import ProbeFailed
 
@@ -85,15 +86,13 @@ def edit_grub_defaults(text: str, args: Sequence[str]) -> str | None:
 
 def _exists(host, path: str) -> bool:
     folder, _, name = path.rpartition("/")
-    listing = host.listdir(folder or "/")
-    return listing.ok and name in listing.value
+    return name in names_in(host, folder or "/")
 
 
 def _grub_cfg(host) -> str:
     """The grub.cfg that grub2-mkconfig must write: the EFI one when the machine booted
     through EFI, else the BIOS one; "" when that is not clear here."""
-    listing = host.listdir(EFI_DIR)
-    efi = [f"{EFI_DIR}/{d}/grub.cfg" for d in (listing.value if listing.ok else ()) if d != "BOOT"]
+    efi = [f"{EFI_DIR}/{d}/grub.cfg" for d in names_in(host, EFI_DIR) if d != "BOOT"]
     efi = [p for p in efi if _exists(host, p)]
     bios = [BIOS_GRUB_CFG] if _exists(host, BIOS_GRUB_CFG) else []
     choices = (efi if host.listdir("/sys/firmware/efi").ok else bios) or efi + bios
@@ -102,8 +101,7 @@ def _grub_cfg(host) -> str:
 
 def _overridden_by(host) -> tuple[str, ...]:
     """Debian's grub-mkconfig reads /etc/default/grub.d/*.cfg after /etc/default/grub."""
-    listing = host.listdir(GRUB_DEFAULTS_D)
-    names = [n for n in (listing.value if listing.ok else ()) if n.endswith(".cfg")]
+    names = names_in(host, GRUB_DEFAULTS_D, ".cfg")
     return tuple(
         f"{GRUB_DEFAULTS_D}/{n}"
         for n in names

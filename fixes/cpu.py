@@ -6,6 +6,7 @@ import re
 
 from dldoctor.facts import Facts
 from dldoctor.facts.cpu import CPU_ROOT
+from dldoctor.fixes.looking import names_in
 from dldoctor.fixes.plan import Plan, RunCommand, WriteAttribute, WriteFile
 from dldoctor.fixes.systemd import enabled
 
@@ -34,7 +35,7 @@ def governor(facts: Facts) -> Plan:
     through tuned where it runs (it would set its profile's governor back), otherwise a
     tmpfiles.d line."""
     host = facts.host
-    cpus = [c for c in (host.listdir(CPU_ROOT).value or ()) if re.fullmatch(r"cpu\d+", c)]
+    cpus = [c for c in names_in(host, CPU_ROOT) if re.fullmatch(r"cpu\d+", c)]
     cpus.sort(key=lambda c: int(c[3:]))
     steps: list = []
     unavailable = []

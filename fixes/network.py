@@ -7,6 +7,7 @@ import re
 
 from dldoctor.checks.network import ROCE_MTU, low_mtu
 from dldoctor.facts import Facts
+from dldoctor.fixes.looking import names_in
 from dldoctor.fixes.plan import Plan, RunCommand, WriteFile
 
 PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf"
@@ -128,8 +129,7 @@ def _text(host, path: str) -> str | None:
 
 def _netplan(host) -> tuple[list[str], dict[str, tuple[str, str]]]:
     """The /etc/netplan/*.yaml names, and netdev -> (kind, id) of the entry naming it."""
-    listing = host.listdir(NETPLAN)
-    files = sorted(n for n in (listing.value if listing.ok else ()) if n.endswith(".yaml"))
+    files = names_in(host, NETPLAN, ".yaml")
     ids: dict[str, tuple[str, str]] = {}
     for name in files:
         ids.update(netplan_names(_text(host, f"{NETPLAN}/{name}") or ""))
@@ -182,11 +182,10 @@ def _netplan_file(entries) -> bytes:
 
 def _keyfiles_naming(host, netdev: str) -> dict[str, str]:
     """path -> text of the NetworkManager keyfiles whose [connection] is for `netdev`."""
-    listing = host.listdir(KEYFILES)
     found = {}
-    for name in sorted(listing.value if listing.ok else ()):
+    for name in names_in(host, KEYFILES, ".nmconnection"):
         path = f"{KEYFILES}/{name}"
-        text = _text(host, path) if name.endswith(".nmconnection") else None
+        text = _text(host, path)
         if text is not None and _value(text, "interface-name", ("connection",)) == netdev:
             found[path] = text
     return found

@@ -7,6 +7,7 @@ import posixpath
 from dldoctor.facts import Facts
 from dldoctor.facts.numa import numa_topology
 from dldoctor.facts.system import container
+from dldoctor.fixes.looking import names_in
 from dldoctor.fixes.plan import Plan, WriteAttribute, WriteFile
 
 FIX = "fix.numa.balancing"
@@ -46,9 +47,7 @@ def _overridden_by(facts: Facts, value: str) -> list[str]:
     host, ours = facts.host, BALANCING_CONF.rsplit("/", 1)[1]
     later = []
     for folder in SYSCTL_DIRS:
-        listing = host.listdir(folder)
-        names = sorted(n for n in (listing.value if listing.ok else ()) if n.endswith(".conf"))
-        later += [f"{folder}/{n}" for n in names if n > ours]
+        later += [f"{folder}/{n}" for n in names_in(host, folder, ".conf") if n > ours]
     notes, judged = [], set()
     for path in [*later, "/etc/sysctl.conf"]:
         link = host.readlink(path)  # Debian and RHEL link 99-sysctl.conf to ../sysctl.conf
