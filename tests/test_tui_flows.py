@@ -202,7 +202,7 @@ def test_a_snapshot_exported_from_the_app_replays_with_the_same_verdicts(tmp_pat
         async with app_for(session).run_test(size=SIZE) as pilot:
             await finished(pilot, session)
             header = _text(pilot.app.screen.query_one("#host"))  # Nouveau holds the GPU
-            assert "1 NVIDIA GPU(s) on the PCI bus, the driver not answering" in header
+            assert "1 NVIDIA GPU(s) on the PCI bus, none seen through the driver" in header
             await pilot.press("e")
             await pilot.pause(0.2)
             form = pilot.app.screen

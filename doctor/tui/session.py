@@ -235,7 +235,9 @@ class Session:
 
             bus = self._done_fact("pci.devices")
             seen = len(bus.gpus(NVIDIA)) if bus is not None else 0
-            return f"{seen} NVIDIA GPU(s) on the PCI bus, the driver not answering" if seen else ""
+            return (
+                f"{seen} NVIDIA GPU(s) on the PCI bus, none seen through the driver" if seen else ""
+            )
         names = sorted({g.name for g in gpus if g.name})
         return f"{len(gpus)} × {', '.join(names) or 'NVIDIA GPU'}"
 
