@@ -11,6 +11,7 @@ from dldoctor import __version__
 from dldoctor.facts import Facts
 from dldoctor.facts import system as sysfacts
 from dldoctor.host.base import Host
+from dldoctor.inventory import build_inventory
 from dldoctor.model import Finding, Report
 from dldoctor.policy import Policy
 from dldoctor.registry import CheckSpec
@@ -77,10 +78,12 @@ def diagnose(
         duration_s=time.monotonic() - t0,
         timings={"facts": facts.timings()},
         strict=strict,
+        inventory=build_inventory(facts),
     )
 
 
-SUMMARY_FACTS = (sysfacts.hostname, sysfacts.os_release, sysfacts.kernel)
+# The DMI fact is the inventory's, asked here: no check needs it.
+SUMMARY_FACTS = (sysfacts.hostname, sysfacts.os_release, sysfacts.kernel, sysfacts.dmi)
 
 
 def _ask_summary_facts(facts: Facts) -> None:

@@ -155,6 +155,9 @@ class Report:
     timings: dict[str, dict[str, float]] = field(default_factory=dict)
     strict: bool = False
     schema_version: int = SCHEMA_VERSION
+    # What the run learned of the host's parts (dldoctor.inventory); {} in a report from
+    # before it existed, or made without facts.
+    inventory: dict[str, Any] = field(default_factory=dict)
 
     @property
     def status(self) -> Status:
@@ -177,6 +180,7 @@ class Report:
             },
             "findings": [f.to_dict() for f in self.findings],
             "timings": self.timings,
+            "inventory": self.inventory,
         }
 
     @classmethod
@@ -193,4 +197,5 @@ class Report:
             timings=dict(d.get("timings", {})),
             strict=bool(d.get("strict", False)),
             schema_version=version,
+            inventory=dict(d.get("inventory") or {}),
         )

@@ -638,6 +638,8 @@ def gpu_server(
         b.file(f"/sys/class/net/{name}/mtu", "1500\n")
     nvidia_driver(b, "550.54.15", ["nvidia_peermem"] if peermem else [])
     boards = [h100_on_board(i) for i in range(gpus)]
+    if narrow_gpu >= 0:  # the driver sees the link the slot trained to, as sysfs does
+        boards[narrow_gpu]["nvmlDeviceGetCurrPcieLinkWidth"] = 8
     if slow_gpu >= 0:  # HW_SLOWDOWN (0x8) with the power brake (0x80): a PSU or cable fault
         boards[slow_gpu]["nvmlDeviceGetCurrentClocksEventReasons"] = 0x8 | 0x80
         boards[slow_gpu]["nvmlDeviceGetTemperatureV"] = 47

@@ -158,6 +158,29 @@ def memory(ctx: FactContext) -> Memory:
     )
 
 
+# The firmware and the model a fleet compares (serials are left out: root-only, and private).
+DMI_FIELDS = (
+    "sys_vendor",
+    "product_name",
+    "board_name",
+    "bios_vendor",
+    "bios_version",
+    "bios_date",
+)
+
+
+@fact("system.dmi")
+def dmi(ctx: FactContext) -> dict[str, str]:
+    """/sys/class/dmi/id: what the firmware says of the machine; {} on a host without DMI
+    (most ARM servers, containers that hide /sys)."""
+    found = {}
+    for name in DMI_FIELDS:
+        answer = ctx.host.read(f"/sys/class/dmi/id/{name}", max_bytes=256)
+        if answer.ok and answer.text.strip():
+            found[name] = answer.text.strip()
+    return found
+
+
 @fact("hostname")
 def hostname(ctx: FactContext) -> str:
     return ctx.host.read("/proc/sys/kernel/hostname").text.strip()
