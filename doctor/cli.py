@@ -118,11 +118,8 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         action="store_true",
         help="do not load third-party checks (also: DLDOCTOR_NO_PLUGINS=1)",
     )
-    p.add_argument(
-        "--junit",
-        metavar="FILE",
-        help="also write the report as JUnit XML to FILE (replaced atomically)",
-    )
+    if not snapshot:
+        _output_arguments(p)
     p.add_argument("--list-checks", action="store_true", help="list the checks and exit")
     p.add_argument(
         "--schema",
@@ -153,6 +150,32 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         )
     p.set_defaults(argv=[])
     return p
+
+
+def _output_arguments(p: argparse.ArgumentParser) -> None:
+    from dldoctor.render.formats import FORMATS
+
+    g = p.add_argument_group("outputs", "Files are replaced atomically: a reader never sees half.")
+    g.add_argument(
+        "--format",
+        choices=list(FORMATS),
+        help="the report's format: "
+        + "; ".join(f"{f.name}, {f.help}" for f in FORMATS.values())
+        + " (--json: --format json)",
+    )
+    g.add_argument(
+        "--output",
+        metavar="FILE",
+        help="write the report (in --format) to FILE instead of standard output",
+    )
+    for f in FORMATS.values():
+        if f.file_flag:
+            g.add_argument(
+                f"--{f.name}",
+                metavar="FILE",
+                dest=f"file_{f.name}",
+                help=f"also write the report to FILE as {f.name}: {f.help}",
+            )
 
 
 class Terminated(BaseException):
@@ -350,6 +373,8 @@ def _main(
         _write_output(lambda: sys.stdout.write(text))
         return ExitCode.OK
     policy, policy_source = _policy(args)
+    if not snapshot:
+        _output_format(args)  # two formats asked for: a usage error before any work
     if _interactive(args, snapshot):
         return _app(args, policy, cleanup)
     deadline_at = started + policy.timeouts.deadline_s
@@ -392,20 +417,18 @@ def _main(
     )
     if snapshot:
         return _write_snapshot(args, host, report, extras, deadline_at)
-    _write_report(args, report)
-    if args.junit:
-        from dldoctor.render.junit import render_junit
-
-        _write_file(args.junit, render_junit(report))
+    code = _write_outputs(args, report)
     if not args.bundle:
         _fixes_after_boot(args.root or "/", host, say=True)
-    return exit_code_for(report.findings, strict=args.strict)
+    return code
 
 
 def _interactive(args, snapshot: bool) -> bool:
     """The app, for a person at a terminal; a pipe, a file or a batch flag gets the
     checklist (the app's own terminal is both stdin and stdout)."""
     batch = args.check or args.json or args.list_checks or args.schema or snapshot
+    outputs = [v for k, v in vars(args).items() if k in ("format", "output") or k[:5] == "file_"]
+    batch = batch or any(outputs)
     tty = all(s is not None and s.isatty() for s in (sys.stdin, sys.stdout))
     return not batch and tty and os.environ.get("TERM") != "dumb"
 
@@ -517,19 +540,37 @@ def _redactor(args):
         raise InputError(f"--redact-map {path}: {exc}") from None
 
 
-def _write_report(args: argparse.Namespace, report) -> None:
-    def write() -> None:
-        if args.json:
-            from dldoctor.render.jsondoc import render_json
+def _output_format(args: argparse.Namespace) -> str:
+    if args.json and args.format not in (None, "json"):
+        raise UsageError(f"--json and --format {args.format} ask for two formats")
+    return "json" if args.json else args.format or "text"
 
-            render_json(report)
-        else:
-            # Until the TUI exists, plain `dldoctor` prints the checklist too.
-            from dldoctor.render.text import render_text
 
-            render_text(report, verbose=args.verbose, color=args.color)
+def _write_outputs(args: argparse.Namespace, report) -> ExitCode:
+    """The report in its format on stdout (or --output), then each `--NAME FILE`; the exit
+    code is the verdict's, or the one the format's protocol defines (Nagios, npd)."""
+    from dldoctor.render.formats import FORMATS
 
-    _write_output(write)
+    fmt = FORMATS[_output_format(args)]
+    for name, f in FORMATS.items():
+        path = getattr(args, f"file_{name}", None) if f.file_flag else None
+        if path:
+            _write_file(path, f.render(report))
+    if args.output:
+        _write_file(args.output, fmt.render(report))
+    elif fmt.name == "json":
+        from dldoctor.render.jsondoc import render_json
+
+        _write_output(lambda: render_json(report))
+    elif fmt.name == "text":
+        from dldoctor.render.text import render_text
+
+        _write_output(lambda: render_text(report, verbose=args.verbose, color=args.color))
+    else:
+        data = fmt.render(report)
+        _write_output(lambda: (sys.stdout.buffer.write(data), sys.stdout.buffer.flush()))
+    code = fmt.exit_code(report)
+    return exit_code_for(report.findings, strict=args.strict) if code is None else code
 
 
 def _write_output(write) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from typing import TextIO
@@ -32,3 +33,10 @@ def _isatty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):  # no such method, or a closed stream
         return False
+
+
+def json_bytes(report: Report) -> bytes:
+    """The document for a file (`--output`): compact, as for a program."""
+    stream = io.StringIO()
+    render_json(report, stream=stream, indent=False)
+    return stream.getvalue().encode("ascii")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import io
 import sys
 from typing import TextIO
 
@@ -49,6 +50,15 @@ def render_text(
         # A latin-1 or ASCII terminal: "≥" in a summary must not end the run.
         stream.reconfigure(errors="replace")
     write_checklist(_console(stream, color), report, verbose=verbose, unicode=unicode)
+
+
+def text_bytes(report: Report) -> bytes:
+    """The checklist for a file (`--output`): UTF-8, no colour, not verbose."""
+    buffer = io.BytesIO()
+    stream = io.TextIOWrapper(buffer, encoding="utf-8", newline="\n")
+    render_text(report, color="never", stream=stream)
+    stream.flush()
+    return buffer.getvalue()
 
 
 def write_checklist(console, report: Report, *, verbose: bool, unicode: bool) -> None:
