@@ -76,20 +76,27 @@ class _Children:
         self.lock = threading.Lock()
         self.groups: set[int] = set()
         self.closed = False
+        self.spawning = 0  # threads inside Popen: their child has no pid to kill yet
 
     def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen | None:
-        # Not under the lock: Popen waits for the exec, which blocks on a binary on a hung
-        # NFS mount, and kill_all() at exit must not wait for that.
-        if self.closed:
-            return None
-        proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
         with self.lock:
-            if not self.closed:
-                self.groups.add(proc.pid)
-                return proc
-        _killpg(proc.pid)  # started while dldoctor was exiting: it must not outlive it
-        proc.wait()
-        return None
+            if self.closed:
+                return None
+            self.spawning += 1
+        try:
+            # Not under the lock: Popen waits for the exec, which blocks on a binary on a
+            # hung NFS mount, and kill_all() at exit must not wait for that.
+            proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
+            with self.lock:
+                if not self.closed:
+                    self.groups.add(proc.pid)
+                    return proc
+            _killpg(proc.pid)  # started while dldoctor was exiting: it must not outlive it
+            proc.wait()
+            return None
+        finally:
+            with self.lock:
+                self.spawning -= 1
 
     def done(self, proc: subprocess.Popen) -> None:
         with self.lock:
@@ -109,6 +116,17 @@ class _Children:
         for pgid in groups:
             _killpg(pgid)
             self.groups.discard(pgid)  # only once killed: a second signal must not lose it
+        # A child forked just before the close gets its pid only when Popen returns; its
+        # thread then kills it (above). At exit, give those threads that moment: the
+        # interpreter stops daemon threads where they are, and the child would live on.
+        until = time.monotonic() + SPAWN_GRACE_S
+        while close and self.spawning and time.monotonic() < until:
+            time.sleep(0.005)
+
+
+# How long the exit waits for commands being started (an exec blocked on a hung mount
+# takes longer: that one is not waited for).
+SPAWN_GRACE_S = 1.0
 
 
 CHILDREN = _Children()
