@@ -237,15 +237,13 @@ def act(node: str, code: int, reason: str) -> str:
 
     slurm = LiveHost(command_timeout=SCONTROL_TIMEOUT_S)
     now = parse_show_node(_scontrol(slurm, "show", "node", node))
+    if now.reason and not now.drained_by_us:
+        return f"left as it is ({now.state}): its reason is someone else's: {now.reason}"
     if code == ExitCode.OK:
-        if now.reason and not now.drained_by_us:
-            return f"left as it is ({now.state}): its reason is someone else's: {now.reason}"
         if not now.drained_by_us:
             return f"left as it is ({now.state})"
         _scontrol(slurm, "update", f"nodename={node}", "state=resume")
         return f"resumed (dldoctor had drained it: {now.reason})"
-    if now.reason and not now.drained_by_us:
-        return f"left as it is ({now.state}): its reason is someone else's: {now.reason}"
     # The same checks failing again: the numbers in a summary (memory available) move from
     # run to run, and are no reason to rewrite the node's reason every interval.
     if _checks_named(now.reason) == _checks_named(reason) and "DRAIN" in now.state:
