@@ -320,6 +320,10 @@ def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
             from dldoctor.fixes.command import main as fix_main
 
             return fix_main(args[1:])
+        if args[:1] == ["slurm-healthcheck"]:
+            from dldoctor.slurm import main as slurm_main
+
+            return slurm_main(args[1:], watchdog)
         with contextlib.ExitStack() as cleanup:  # an extracted --from archive, removed here
             return int(_main(argv, watchdog, cleanup))
     except Terminated as exc:

@@ -1,0 +1,270 @@
+"""`dldoctor slurm-healthcheck`: the checks as Slurm's HealthCheckProgram (docs/slurm.md).
+
+slurmd runs the program every HealthCheckInterval, kills it at 60 s and only logs its exit
+status: taking the node out of service is the program's own job. With `--drain` a failed run
+drains the node with a reason that starts with `dldoctor:`, and a passing run resumes the
+node only when that prefix is still its reason: a node drained by a person or by another
+tool is never resumed, nor its reason overwritten. A run that could not finish (exit 3)
+changes nothing: it says nothing about the node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from dldoctor import cli
+from dldoctor.exitcodes import ExitCode, exit_code_for
+from dldoctor.model import Finding, Status
+
+log = logging.getLogger("dldoctor")
+
+PREFIX = "dldoctor:"
+# slurmd kills the program at 60 s: the checks' deadline, then at most two scontrol calls
+# (read the node, change it), then the watchdog's and the backstop's slack stay under it.
+MAX_DEADLINE_S = 40.0
+SCONTROL_TIMEOUT_S = 5.0
+SCONTROL_CALLS = 2
+# Slurm 22.05 keeps and shows a 5000-character reason whole; `sinfo -R` shows 50 of them.
+# A reason is for a person reading sinfo: the report has the rest.
+MAX_REASON_CHARS = 256
+# slurmd starts the program with SLURMD_NODENAME as its whole environment: no PATH, so
+# neither scontrol nor the tools the checks run would be found.
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Only this command's: scontrol could not read or change the node (not found, no
+# controller, timed out). The verdict is in the output.
+SLURM_FAILED = 7
+
+VERDICTS = {
+    ExitCode.OK: "healthy",
+    ExitCode.PROBLEMS: "problems found",
+    ExitCode.INCOMPLETE: "incomplete (some checks could not finish)",
+}
+
+
+class SlurmError(Exception):
+    pass
+
+
+def build_parser() -> cli._Parser:
+    p = cli._Parser(
+        prog="dldoctor slurm-healthcheck",
+        description="Run the checks as Slurm's HealthCheckProgram; with --drain, drain the "
+        "node when they fail and resume it when they pass (only a node dldoctor drained).",
+        epilog="Exit codes: 0 healthy, 1 problems found, 2 usage error, 3 some checks could "
+        "not finish (the node is left as it is), 4 unreadable policy, 5 internal error, "
+        f"{SLURM_FAILED} scontrol could not read or change the node. See docs/slurm.md.",
+    )
+    p.add_argument("--policy", metavar="FILE", help="TOML policy file (default: built-in)")
+    for flag, what in (("--only", "run only these checks"), ("--skip", "skip these checks")):
+        p.add_argument(
+            flag,
+            type=cli._id_list,
+            action="extend",
+            default=[],
+            metavar="IDS",
+            help=f"{what}: ids, id prefixes or categories, comma-separated",
+        )
+    p.add_argument("--strict", action="store_true", help="warnings also fail (and drain)")
+    p.add_argument(
+        "--drain",
+        action="store_true",
+        help="drain the node when the checks fail, resume it when they pass and dldoctor "
+        "drained it (default: only report)",
+    )
+    p.add_argument(
+        "--node",
+        metavar="NAME",
+        help="the Slurm node name (default: SLURMD_NODENAME, which slurmd sets, else the "
+        "short host name)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="time limit of each command and filesystem probe of the checks",
+    )
+    p.add_argument(
+        "--deadline",
+        type=float,
+        metavar="SECONDS",
+        help=f"the checks end by then (default 20, policy timeouts.deadline_s; at most "
+        f"{MAX_DEADLINE_S:g}: slurmd kills the program at 60 s)",
+    )
+    p.add_argument("--no-plugins", action="store_true", help="do not load third-party checks")
+    p.set_defaults(bundle=None, root=None)
+    return p
+
+
+def main(argv: Sequence[str], watchdog: list[int] | None = None) -> int:
+    """The command; `watchdog` as in cli._run (None: called in-process, no watchdog)."""
+    started = time.monotonic()
+    args = build_parser().parse_args(list(argv))
+    os.environ.setdefault("PATH", DEFAULT_PATH)
+    policy, source = cli._policy(args)
+    policy = _within_slurms_limit(policy, args.deadline)
+    deadline_at = started + policy.timeouts.deadline_s
+    if watchdog is not None:
+        end = deadline_at + SCONTROL_CALLS * SCONTROL_TIMEOUT_S
+        cli._backstop(end + cli.BACKSTOP_SLACK_S)  # first: forked before any thread starts
+        cli._watchdog(end + cli.WATCHDOG_SLACK_S, watchdog)
+    findings = _diagnose(args, policy, source, deadline_at)
+    code = exit_code_for(findings, strict=args.strict)
+    node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    lines = [f"{f.status.value} {f.id}: {f.summary}" for f in _worth_saying(findings)]
+    verdict = VERDICTS[code]
+    if not args.drain:
+        action = "not changed (no --drain)"
+    else:
+        try:
+            action = act(node, code, drain_reason(findings, strict=args.strict))
+        except SlurmError as exc:
+            action, code = f"not changed: {exc}", SLURM_FAILED
+    # First: slurmd logs a failed health check as one line, "health_check failed: rc:1
+    # output:" and the first line of the output.
+    lines.insert(
+        0,
+        f"dldoctor: {verdict} in {time.monotonic() - started:.1f} s (exit {int(code)}); "
+        f"node {node}: {action}",
+    )
+    cli._write_output(lambda: print("\n".join(lines)))
+    return int(code)
+
+
+def _within_slurms_limit(policy, deadline_flag: float | None):
+    deadline = policy.timeouts.deadline_s
+    if deadline <= MAX_DEADLINE_S:
+        return policy
+    if deadline_flag is not None:
+        raise cli.UsageError(
+            f"--deadline {deadline_flag:g}: at most {MAX_DEADLINE_S:g} s for "
+            "slurm-healthcheck (slurmd kills it at 60 s)"
+        )
+    log.warning(
+        "the policy's timeouts.deadline_s (%g s) is cut to %g s: slurmd kills the "
+        "health check at 60 s",
+        deadline,
+        MAX_DEADLINE_S,
+    )
+    return replace(policy, timeouts=replace(policy.timeouts, deadline_s=MAX_DEADLINE_S))
+
+
+def _diagnose(args, policy, source: str, deadline_at: float) -> list[Finding]:
+    """The same run as `dldoctor --check`, in this process."""
+    from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS, diagnose
+    from dldoctor.registry import select
+
+    with contextlib.ExitStack() as cleanup:
+        host = cli._host(args, policy, cleanup)
+        if not args.only:
+            host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)
+        specs, plugin_findings = cli._specs(args.no_plugins)
+        try:
+            specs = select(specs, args.only, args.skip)
+        except ValueError as exc:
+            raise cli.UsageError(str(exc)) from None
+        report = diagnose(
+            host,
+            policy,
+            specs,
+            deadline_at=deadline_at,
+            extra_findings=plugin_findings,
+            strict=args.strict,
+            policy_source=source,
+        )
+    return report.findings
+
+
+def _worth_saying(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if f.status in (Status.FAIL, Status.ERROR, Status.WARN)]
+
+
+def drain_reason(findings: Sequence[Finding], *, strict: bool = False) -> str:
+    """`dldoctor: <failing ids>: <the first one's summary>`, one printable line of at most
+    MAX_REASON_CHARS; "" when nothing failed."""
+    bad = [f for f in findings if f.status is Status.FAIL]
+    bad += [f for f in findings if strict and f.status is Status.WARN]
+    if not bad:
+        return ""
+    text = f"{PREFIX} {', '.join(f.id for f in bad)}: {bad[0].summary}"
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    if len(text) > MAX_REASON_CHARS:
+        text = text[: MAX_REASON_CHARS - 3].rstrip() + "..."
+    # scontrol drops a closing quote from reason=: what Slurm keeps must equal what we sent.
+    return text.rstrip('"')
+
+
+@dataclass(frozen=True)
+class NodeState:
+    state: str  # "IDLE+DRAIN"
+    reason: str  # "" when none; without Slurm's " [user@time]" stamp
+
+    @property
+    def drained_by_us(self) -> bool:
+        return self.reason.startswith(PREFIX)
+
+
+def parse_show_node(text: str) -> NodeState:
+    """The State and Reason of `scontrol show node NAME` (one node, several lines)."""
+    state = reason = ""
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("Reason="):
+            reason = _unstamped(line[len("Reason=") :])
+        elif line.startswith("State="):
+            state = line.split()[0][len("State=") :]
+    return NodeState(state, reason)
+
+
+def _unstamped(reason: str) -> str:
+    """The reason without the " [root@2026-12-01T17:28:43]" Slurm adds when it shows one."""
+    stamp = reason.rfind(" [")
+    if stamp >= 0 and reason.endswith("]") and "@" in reason[stamp:]:
+        reason = reason[:stamp]
+    return reason.strip()
+
+
+def act(node: str, code: int, reason: str) -> str:
+    """Drain or resume `node` after a run that exited `code`; what was done, in words."""
+    if code not in (ExitCode.OK, ExitCode.PROBLEMS):
+        return "left as it is: the checks could not finish, so they say nothing of the node"
+    from dldoctor.host.live import LiveHost
+
+    slurm = LiveHost(command_timeout=SCONTROL_TIMEOUT_S)
+    now = parse_show_node(_scontrol(slurm, "show", "node", node))
+    if now.reason and not now.drained_by_us:
+        return f"left as it is ({now.state}): its reason is someone else's: {now.reason}"
+    if code == ExitCode.OK:
+        if not now.drained_by_us:
+            return f"left as it is ({now.state})"
+        _scontrol(slurm, "update", f"nodename={node}", "state=resume")
+        return f"resumed (dldoctor had drained it: {now.reason})"
+    # The same checks failing again: the numbers in a summary (memory available) move from
+    # run to run, and are no reason to rewrite the node's reason every interval.
+    if _checks_named(now.reason) == _checks_named(reason) and "DRAIN" in now.state:
+        return f"already drained: {now.reason}"
+    _scontrol(slurm, "update", f"nodename={node}", "state=drain", f"reason={reason}")
+    return f"drained: {reason}"
+
+
+def _checks_named(reason: str) -> str:
+    """The check ids of a dldoctor reason ("dldoctor: a.b, c.d: summary" -> "a.b, c.d")."""
+    parts = reason.split(": ", 2)
+    return parts[1] if len(parts) > 1 and parts[0] == PREFIX.rstrip(":") else ""
+
+
+def _scontrol(host, *args: str) -> str:
+    answer = host.run(["scontrol", *args], timeout=SCONTROL_TIMEOUT_S)
+    if answer.status != "ok":
+        raise SlurmError(answer.describe())
+    result = answer.value
+    if result.returncode != 0:
+        why = (result.stderr or result.stdout).decode("utf-8", "replace").strip()
+        why = why.splitlines()[-1] if why else "no message"
+        raise SlurmError(f"`scontrol {' '.join(args)}` exited {result.returncode}: {why}")
+    return result.text
