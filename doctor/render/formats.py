@@ -60,6 +60,13 @@ FORMATS: dict[str, Format] = {
             exit_codes="dldoctor.render.nagios:nagios_state",
             failure="dldoctor.render.nagios:nagios_failure",
         ),
+        Format(
+            "npd",
+            "dldoctor.render.npd:render_npd",
+            "a node-problem-detector custom plugin's message and exit code",
+            exit_codes="dldoctor.render.npd:npd_exit_code",
+            failure="dldoctor.render.npd:npd_failure",
+        ),
     )
 }
 
