@@ -67,6 +67,12 @@ FORMATS: dict[str, Format] = {
             exit_codes="dldoctor.render.npd:npd_exit_code",
             failure="dldoctor.render.npd:npd_failure",
         ),
+        Format(
+            "md",
+            "dldoctor.render.markdown:render_markdown_summary",
+            "a Markdown summary for a CI job's page",
+            file_flag=True,
+        ),
     )
 }
 
