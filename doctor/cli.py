@@ -40,10 +40,20 @@ def _id_list(text: str) -> list[str]:
     return ids
 
 
+class BadCommandLine(SystemExit):
+    """argparse's refusal (exit 2), its message kept for a plugin protocol's answer."""
+
+    def __init__(self, message: str):
+        super().__init__(ExitCode.USAGE)
+        self.message = message
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
         # One line, as for every other refusal (argparse prints its whole usage block).
-        self.exit(ExitCode.USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        line = f"{message} (see {self.prog} --help)"
+        sys.stderr.write(f"{self.prog}: {line}\n")
+        raise BadCommandLine(line)
 
 
 def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
@@ -311,6 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    plugin = _plugin_format(args)
     try:
         if args[:1] == ["diff"]:
             from dldoctor.diffing import main as diff_main
@@ -326,6 +337,10 @@ def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
             return slurm_main(args[1:], watchdog)
         with contextlib.ExitStack() as cleanup:  # an extracted --from archive, removed here
             return int(_main(argv, watchdog, cleanup))
+    except BadCommandLine as exc:
+        if plugin is None:
+            raise
+        return _failed(plugin, ExitCode.USAGE, exc.message)
     except Terminated as exc:
         import signal
 
@@ -336,13 +351,13 @@ def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
         return 128 + exc.signum
     except UsageError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
+        return _failed(plugin, ExitCode.USAGE, str(exc))
     except InputError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
-        return ExitCode.BAD_INPUT
+        return _failed(plugin, ExitCode.BAD_INPUT, str(exc))
     except OutputError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
-        return ExitCode.OUTPUT
+        return _failed(plugin, ExitCode.OUTPUT, str(exc))
     except KeyboardInterrupt:
         print("dldoctor: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
@@ -354,7 +369,28 @@ def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
             f"(set {DEBUG_ENV}=1 for the traceback)",
             file=sys.stderr,
         )
-        return ExitCode.INTERNAL
+        return _failed(plugin, ExitCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _plugin_format(args: list[str]):
+    """The monitoring plugin protocol asked for (`--format nagios`, `npd`), whose exit codes
+    answer for dldoctor's own failures too: a usage error's 2 is CRITICAL to Nagios."""
+    if args[:1] in (["diff"], ["fix"], ["snapshot"]):
+        return None
+    from dldoctor.render.formats import asked
+
+    fmt = asked(args)
+    return fmt if fmt is not None and fmt.failure else None
+
+
+def _failed(plugin, code: int, message: str) -> int:
+    """`code`, or with a plugin protocol its answer: its line on stdout, its exit code."""
+    if plugin is None:
+        return code
+    data, code = plugin.failed(message)
+    with contextlib.suppress(OutputError):
+        _write_output(lambda: (sys.stdout.buffer.write(data), sys.stdout.buffer.flush()))
+    return code
 
 
 def _main(

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,22 @@ def _private_config(tmp_path_factory):
 @pytest.fixture
 def hosts() -> Path:
     return HOSTS
+
+
+@pytest.fixture(scope="session")
+def incomplete_host(tmp_path_factory) -> Path:
+    """hgx-h100x8-healthy whose `getconf GNU_LIBC_VERSION` timed out, recorded as a
+    RecordingHost records a command that did not answer (as docker-ubuntu2004-lowmem's):
+    nothing wrong found, one check that could not finish (exit 3)."""
+    bundle = tmp_path_factory.mktemp("incomplete") / "hgx-h100x8-libc-timeout"
+    shutil.copytree(HOSTS / "hgx-h100x8-healthy", bundle, symlinks=True)
+    folder = bundle / "commands" / "getconf_GNU_LIBC_VERSION"
+    for name in ("stdout", "stderr"):
+        (folder / name).unlink()
+    argv = ["getconf", "GNU_LIBC_VERSION"]
+    info = {"argv": argv, "status": "timeout", "timeout_s": 10.0, "duration_s": 10.0}
+    (folder / "command.json").write_text(json.dumps(info))
+    return bundle
 
 
 # Hypothesis: a bounded run in the normal suite; DLDOCTOR_DEEP=1 for a long, random one.
