@@ -47,5 +47,11 @@ FORMATS: dict[str, Format] = {
             "JUnit XML, a testcase per finding",
             file_flag=True,
         ),
+        Format(
+            "prometheus",
+            "dldoctor.render.prometheus:render_prometheus",
+            "a textfile for node_exporter (docs/prometheus.md)",
+            file_flag=True,
+        ),
     )
 }
