@@ -134,7 +134,7 @@ def test_list_checks():
 def test_check_never_imports_textual_nor_cpuinfo():
     code = (
         "import sys; from dldoctor.cli import main; rc = main(['--check', '--json']);"
-        "bad = [m for m in ('textual', 'cpuinfo') if m in sys.modules];"
+        "bad = [m for m in ('textual', 'cpuinfo', 'prometheus_client') if m in sys.modules];"
         "print('IMPORTED', bad, file=sys.stderr); sys.exit(0 if not bad else 99)"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -145,7 +145,7 @@ def test_check_never_imports_textual_nor_cpuinfo():
     imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines()
                 if line.startswith("import time:")}  # fmt: skip
     assert "dldoctor" in imported
-    assert not imported & {"textual", "cpuinfo"}
+    assert not imported & {"textual", "cpuinfo", "prometheus_client"}
 
 
 def test_a_hanging_command_errors_only_its_checks_and_the_run_ends_in_time(tmp_path):

@@ -73,6 +73,12 @@ FORMATS: dict[str, Format] = {
             "a Markdown summary for a CI job's page",
             file_flag=True,
         ),
+        Format(
+            "prometheus",
+            "dldoctor.render.prometheus:render_prometheus",
+            "a textfile for node_exporter (docs/prometheus.md)",
+            file_flag=True,
+        ),
     )
 }
 
