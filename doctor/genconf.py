@@ -91,7 +91,7 @@ def main(argv: Sequence[str]) -> int:
         manifest = getattr(getattr(host, "bundle", None), "manifest", None) or {}
     failing = [f for f in report.findings if f.status is Status.FAIL]
     if failing and not args.force:
-        name = report.host.get("hostname") or "the host"
+        name = _one_line(report.host.get("hostname") or "the host")
         ids = ", ".join(f.id for f in failing[:5]) + (", ..." if len(failing) > 5 else "")
         print(
             f"dldoctor: genconf: {name} is not healthy: {len(failing)} check(s) fail ({ids}); "
@@ -99,11 +99,12 @@ def main(argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
         return 1
-    text = render(report, recorded=str(manifest.get("created") or ""))
+    # TOML is UTF-8 whatever the locale says.
+    data = render(report, recorded=str(manifest.get("created") or "")).encode("utf-8")
     if args.output:
-        _write_file(args.output, text.encode("utf-8"))
+        _write_file(args.output, data)
     else:
-        _write_output(lambda: sys.stdout.write(text))
+        _write_output(lambda: (sys.stdout.buffer.write(data), sys.stdout.buffer.flush()))
     return 0
 
 
@@ -131,7 +132,7 @@ def _header(report: Report, recorded: str) -> list[str]:
     lines = [
         f"# The expected state of {host.get('hostname') or 'an unnamed host'}, written by "
         f"`dldoctor genconf` at {report.started_at}",
-        f"# from {host.get('source') or 'this host'}{when}.",
+        f"# from {host.get('source') or '?'}{when}.".replace("from live", "from this host, live"),
         "# Check a node against it: dldoctor --check --policy THIS_FILE",
         "# Every value is what this host had: review them before a fleet is pinned to them.",
         f"# Judged by the {host.get('policy') or 'built-in'} policy: {counts[Status.PASS]} "
@@ -274,5 +275,9 @@ def _mounts(inv: dict[str, Any], why: dict[str, str]) -> list[str]:
 def _comment(text: str) -> str:
     """A comment line of any text: a host name or model read from a bundle is untrusted,
     and a line end in it would end the comment."""
-    clean = "".join(" " if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
+    clean = _one_line(text)
     return clean if clean.startswith("#") else f"# {clean}"
+
+
+def _one_line(text: str) -> str:
+    return "".join(" " if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)

@@ -383,3 +383,14 @@ def test_policy_errors_name_the_new_keys(tmp_path):
         f"policy {path}, line 2: pci.expected_links[0].address must be a PCI address such "
         "as \"0000:18:00.0\", not '18:00.0'"
     )
+
+
+def test_the_refusal_stays_one_line_whatever_the_host_is_called(tmp_path):
+    from tests.bundlebuilder import BundleBuilder
+    from tests.hostgen import gpu_server
+
+    gpu_server(BundleBuilder(tmp_path / "b"), "evil\x1b[2Jhost\rx", narrow_gpu=3)
+    proc = run_dldoctor("genconf", "--from", str(tmp_path / "b"))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "\x1b" not in proc.stderr and "\r" not in proc.stderr
+    assert "pci.link.width" in proc.stderr
