@@ -227,7 +227,8 @@ def _width(value: int) -> str:
     )
 
 
-_PCI_ADDRESS = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+# Domains past 0xffff exist (Intel VMD puts its NVMe drives in domain 10000).
+_PCI_ADDRESS = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 
 
 def _pci_address(value: str) -> str:

@@ -178,3 +178,8 @@ def test_random_documents_place_every_key(doc):
     tomllib.loads(text)
     found = key_lines(text)
     assert {k: found.get(k) for k in expected} == expected
+
+
+def test_pci_addresses_with_a_wide_domain_are_accepted(tmp_path):
+    path = write(tmp_path, '[[pci.expected_links]]\naddress = "10000:01:00.0"\nwidth = 4\n')
+    assert load_policy(path)[0].pci.expected_links[0].address == "10000:01:00.0"
