@@ -14,7 +14,7 @@ from dldoctor.facts.pci import NVIDIA, pci_devices
 from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
-from dldoctor.versions import version_tuple
+from dldoctor.versions import matches, version_tuple
 
 
 def major(version: str | None) -> str:
@@ -22,9 +22,23 @@ def major(version: str | None) -> str:
     return str(parts[0]) if parts else ""
 
 
+def pinned_toolkit(pin: str) -> str:
+    return (
+        f"Install CUDA {pin} and select it (/usr/local/cuda, CUDA_HOME or PATH), or correct "
+        "[cuda] expected_toolkit if the fleet moved on."
+    )
+
+
 @check("cuda.toolkit", "CUDA toolkit")
 def toolkit(facts: Facts, policy: Policy) -> Outcome:
     tks = facts.get(cuda_tk.toolkits)
+    pin = policy.cuda.expected_toolkit
+    if not tks.toolkits and pin:
+        return failed(
+            f"no CUDA toolkit installed; the policy expects CUDA {pin}",
+            tks.notes,
+            remediation=pinned_toolkit(pin),
+        )
     if not tks.toolkits:
         return skipped(
             "no CUDA toolkit installed (PyTorch and JAX wheels bring their runtime)", tks.notes
@@ -41,6 +55,20 @@ def toolkit(facts: Facts, policy: Policy) -> Outcome:
         )
     else:
         summary = f"CUDA {chosen.version or '?'} at {chosen.path} (selected by {tks.selected_by})"
+    if pin:
+        same = matches(chosen.version, pin) if chosen else False
+        if same is False:
+            return failed(
+                f"{summary}; the policy expects CUDA {pin}",
+                lines + list(tks.notes),
+                remediation=pinned_toolkit(pin),
+            )
+        if same is None:
+            return warned(
+                f"{summary}; its version cannot be compared with the policy's {pin}",
+                lines + list(tks.notes),
+            )
+        summary += " as the policy expects"
     return passed(summary, lines + list(tks.notes))
 
 

@@ -21,7 +21,7 @@ from dldoctor.facts.system import container
 from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
-from dldoctor.versions import at_least
+from dldoctor.versions import at_least, matches
 
 PASSTHROUGH = ("vfio-pci", "pci-stub")
 WHY = {
@@ -182,13 +182,21 @@ def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
 def driver_version(facts: Facts, policy: Policy) -> Outcome:
     stack = facts.get(nvidia)
     minimum = policy.gpu.min_driver
+    pin = policy.gpu.expected_driver
     if not stack.driver_version:
         return skipped(f"the driver did not report its version (via {stack.source})")
+    if pin and matches(stack.driver_version, pin) is False:
+        return failed(
+            f"{stack.driver_version}, the policy pins {pin}",
+            remediation=f"Install the fleet's driver {pin} ([gpu] expected_driver), or "
+            "correct the policy if the fleet moved to this one.",
+        )
     ok = at_least(stack.driver_version, minimum)
     if ok is None:
         return warned(f"cannot read the driver version {stack.driver_version!r}")
     if ok:
-        return passed(f"{stack.driver_version} (≥ {minimum})")
+        pinned = f"; the policy pins {pin}" if pin else ""
+        return passed(f"{stack.driver_version} (≥ {minimum}{pinned})")
     return warned(f"{stack.driver_version} is older than the policy's {minimum}")
 
 
@@ -288,11 +296,23 @@ def gpu_count(facts: Facts, policy: Policy) -> Outcome:
     if stack.error in UNASKED:
         return errored(f"{WHY[stack.error]}; {len(bus)} NVIDIA GPU(s) on the PCI bus", details)
     count = seen if seen is not None else len(bus)
+    model = policy.gpu.expected_model
+    other = [label(x) for x in stack.gpus if model and model.lower() not in x.name.lower()]
+    if model and seen is None:
+        details.append(f"the GPU model was not compared: {WHY.get(stack.error, stack.error)}")
     if expected and count != expected:
-        return failed(f"{count} GPU(s), the policy expects {expected}", details)
+        return failed(f"{count} GPU(s), the policy expects {expected}", [*details, *other])
+    if other:
+        return failed(
+            f"{len(other)} of {count} GPU(s) are not the policy's {model!r}",
+            [*(f"{x}: not {model}" for x in other), *details],
+            remediation="A different GPU than the fleet's ([gpu] expected_model): a board "
+            "swapped in a repair, or a node in the wrong pool.",
+        )
     if not bus and seen is None:
         return skipped("no NVIDIA GPU on the PCI bus")
-    return passed(f"{count} GPU(s)" + (" as expected" if expected else ""), details)
+    summary = f"{count} GPU(s)" + (" as expected" if expected else "")
+    return passed(summary + (f", all {model}" if model and seen else ""), details)
 
 
 @check(

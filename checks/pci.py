@@ -30,9 +30,14 @@ GPU_VENDORS = ("10de", "1002")  # NVIDIA, AMD; a BMC's ASPEED/Matrox VGA is no G
 
 
 def kind(link: PcieLink) -> str:
-    if link.class_code.startswith("03") and link.vendor not in GPU_VENDORS:
+    return kind_of(link.class_code, link.vendor)
+
+
+def kind_of(class_code: str, vendor: str) -> str:
+    """ "GPU", "InfiniBand NIC", "NVMe", ... of a PCI class code and vendor id."""
+    if class_code.startswith("03") and vendor not in GPU_VENDORS:
         return "display controller"
-    return next((name for prefix, name in KINDS if link.class_code.startswith(prefix)), "device")
+    return next((name for prefix, name in KINDS if class_code.startswith(prefix)), "device")
 
 
 def endpoints(links: PcieLinks) -> list[PcieLink]:
@@ -57,6 +62,29 @@ def label(link: PcieLink) -> str:
     return f"port {link.address}" if link.is_bridge else f"{kind(link)} {link.address}"
 
 
+def pinned_widths(links: PcieLinks, policy: Policy) -> tuple[list[str], list[str]]:
+    """Against [pci] expected_links: (the links narrower than pinned or not found, those
+    whose width could not be read)."""
+    short, unknown = [], []
+    for pin in policy.pci.expected_links:
+        link = links.get(pin.address.lower())
+        want = f"the policy expects x{pin.width}"
+        if link is None:
+            short.append(f"{pin.address}: not found among the PCI devices ({want})")
+        elif not link.current_width:
+            unknown.append(f"{label(link)}: its link width could not be read ({want})")
+        elif link.current_width < pin.width:
+            short.append(f"{label(link)}: x{link.current_width}, {want}")
+    return short, unknown
+
+
+def pinned_outcome(short: list[str], unknown: list[str], more: list[str]) -> Outcome:
+    if short:
+        many = f"{len(short)} pinned link(s) narrower than the policy expects, or missing"
+        return failed(short[0] if len(short) == 1 else many, short + unknown + more)
+    return errored(f"{len(unknown)} pinned link width(s) could not be read", unknown + more)
+
+
 @check(
     "pci.link.width",
     "PCIe link width",
@@ -65,8 +93,12 @@ def label(link: PcieLink) -> str:
 )
 def link_width(facts: Facts, policy: Policy) -> Outcome:
     links = facts.get(pcie_links)
+    pins = policy.pci.expected_links
+    if not links.readable and pins:
+        return errored(f"the PCI bus is not readable: {len(pins)} pinned link(s) not judged")
     if not links.readable:
         return skipped("the PCI bus is not readable", links.notes)
+    short, unknown = pinned_widths(links, policy)
     # Each link is judged once, from its lower end: a device, or a switch's upstream port.
     # A root or downstream port's own width describes the link below it (judged with the
     # device there), so a root port at x4 of x8 above an x4 NVMe drive is not narrowed.
@@ -77,6 +109,8 @@ def link_width(facts: Facts, policy: Policy) -> Outcome:
         if x.current_width and x.max_width and (not x.is_bridge or x.address in upstream_ports)
     ]
     devices = [x for x in judged if not x.is_bridge]
+    if not devices and (short or unknown):
+        return pinned_outcome(short, unknown, [])
     if not devices:
         return skipped("no GPU, NIC or NVMe drive reports a link width", links.notes)
     degraded, narrow_slot = [], []
@@ -90,10 +124,14 @@ def link_width(facts: Facts, policy: Policy) -> Outcome:
                 f"(the device can do x{x.max_width})"
             )
     lines = [f"{label(x)}: x{x.current_width} of x{x.max_width}" for x in devices]
+    if short:
+        return pinned_outcome(short, unknown, degraded + narrow_slot)
     if degraded:
         return failed(
             f"{len(degraded)} link(s) trained narrower than they can be", degraded + narrow_slot
         )
+    if unknown:
+        return pinned_outcome(short, unknown, lines)
     if narrow_slot and facts.get(container).virtualization:
         # A VM's virtual root ports often advertise x1: the guest cannot see the real slot.
         return passed(
@@ -107,7 +145,8 @@ def link_width(facts: Facts, policy: Policy) -> Outcome:
             narrow_slot,
             remediation="Move the device to a full-width slot if the board has one.",
         )
-    return passed(f"{len(devices)} device(s) at the full width of their slot", lines)
+    pinned = f"; {len(pins)} pinned link(s) as the policy expects" if pins else ""
+    return passed(f"{len(devices)} device(s) at the full width of their slot{pinned}", lines)
 
 
 @check(

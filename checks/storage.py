@@ -3,6 +3,8 @@ and parallel filesystems, firmware."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from dldoctor.facts import Facts
 from dldoctor.facts.mdraid import MdadmDetail, MdArray, MemberMap, SyncProgress, md_raid, member_map
 from dldoctor.facts.rdma import rdma_devices
@@ -111,6 +113,27 @@ def assemble_advice(a: MdArray, detail: MdadmDetail | None) -> str:
     return f"{a.name}: `mdadm --assemble --scan` (`mdadm --examine` of its members tells its level)"
 
 
+def pinned_arrays(arrays: Iterable[MdArray], policy: Policy) -> list[str]:
+    """The arrays of [storage] expected_raid that are missing or of another level."""
+    by_name = {a.name: a for a in arrays}
+    wrong = []
+    for pin in policy.storage.expected_raid:
+        name = pin.name.removeprefix("/dev/")
+        a = by_name.get(name)
+        if a is None:
+            wrong.append(f"{name}: not in /proc/mdstat, the policy expects it")
+        elif pin.level and a.level and a.level.lower() != pin.level.lower():
+            wrong.append(f"{name}: {a.level}, the policy expects {pin.level}")
+    return wrong
+
+
+PINNED_RAID_REMEDIATION = (
+    "An array the fleet's hosts have ([storage] expected_raid) is missing or of another "
+    "level: assemble it (`mdadm --assemble --scan`, then check /etc/mdadm/mdadm.conf), or "
+    "correct the policy."
+)
+
+
 @check(
     "storage.raid",
     "Software RAID",
@@ -122,6 +145,13 @@ def raid(facts: Facts, policy: Policy) -> Outcome:
     """Judged by the member map: a degraded array stays degraded while it resyncs, checks or
     reshapes; only a recovery onto a member in a slot repairs it."""
     md = facts.get(md_raid)
+    pinned = pinned_arrays(md.mdstat.arrays if md.mdstat else (), policy)
+    if (md.mdstat is None or not md.mdstat.arrays) and pinned:
+        return failed(
+            f"no software RAID arrays; the policy expects {len(pinned)}",
+            pinned + list(md.notes),
+            remediation=PINNED_RAID_REMEDIATION,
+        )
     if md.mdstat is None or not md.mdstat.arrays:
         return skipped("no software RAID arrays", md.notes)
     broken, recovering, lines, advice, busy, eta, names = [], [], [], [], [], [], []
@@ -176,8 +206,14 @@ def raid(facts: Facts, policy: Policy) -> Outcome:
     if broken:
         return failed(
             f"{len(broken)} array(s) degraded or inactive: {', '.join(names)}",
-            broken + recovering + lines + notes,
+            broken + pinned + recovering + lines + notes,
             remediation=". ".join(advice) + ".",
+        )
+    if pinned:
+        return failed(
+            f"{len(pinned)} array(s) not as the policy expects",
+            pinned + recovering + lines + notes,
+            remediation=PINNED_RAID_REMEDIATION,
         )
     if recovering:
         return warned(
@@ -187,6 +223,8 @@ def raid(facts: Facts, policy: Policy) -> Outcome:
             "off the array: it has no redundancy until the recovery ends.",
         )
     running = f"; {', '.join(busy)} busy (resync/check/reshape)" if busy else ""
+    expected = policy.storage.expected_raid
+    running += f"; {len(expected)} expected array(s) in place" if expected else ""
     return passed(f"{len(lines)} array(s) clean{running}", lines + notes)
 
 
@@ -293,6 +331,31 @@ MISSING_PATH_REMEDIATION = (
 )
 
 
+def pinned_mounts(facts: Facts, policy: Policy) -> tuple[list[str], list[str]]:
+    """Against [storage] expected_mounts: (those not mounted or of another type, what
+    could not be judged)."""
+    pins = policy.storage.expected_mounts
+    table = facts.get(mounts) if pins else ()
+    if pins and not table:
+        return [], [f"the mount table could not be read: {len(pins)} expected mount(s) not judged"]
+    wrong = []
+    for pin in pins:
+        point = pin.mount_point.rstrip("/") or "/"
+        found = [m for m in table if m.mount_point == point]
+        m = found[-1] if found else None  # the last mount on a point hides the others
+        if m is None:
+            wrong.append(f"{point} is not mounted ([storage] expected_mounts)")
+        elif pin.fstype and m.fstype != pin.fstype:
+            wrong.append(f"{point} is {m.fstype} from {m.source}, the policy expects {pin.fstype}")
+    return wrong, []
+
+
+MISSING_MOUNT_REMEDIATION = (
+    "Mount it (`mount -a`; check /etc/fstab, the device or the server behind it), or "
+    "correct [storage] expected_mounts in the policy."
+)
+
+
 @check(
     "storage.space",
     "Free space",
@@ -304,22 +367,29 @@ def free_space(facts: Facts, policy: Policy) -> Outcome:
     configured = facts.get(space_fact(paths)) if paths else ()
     full, low, unknown, lines = space_lines(facts.get(space) + configured, policy)
     missing = [f"{path} does not exist" for path in absent(configured, policy)]
-    if unknown:
+    unmounted, unread = pinned_mounts(facts, policy)
+    if unknown or unread:
         return Outcome(
             Status.ERROR,
-            f"no answer for {len(unknown)} path(s)",
-            tuple(unknown + missing + full + low + lines),
+            f"no answer for {len(unknown)} path(s)" if unknown else unread[0],
+            tuple(unknown + unread + missing + unmounted + full + low + lines),
         )
     if full:
         return failed(
             f"{len(full)} filesystem(s) below {policy.storage.fail_free_percent:g}% free",
-            full + missing + low,
+            full + missing + unmounted + low,
         )
-    if missing:
+    if missing or unmounted:
+        problems = missing + unmounted
+        many = (
+            f"{len(problems)} policy paths and mounts are missing"
+            if unmounted
+            else f"{len(missing)} policy paths do not exist"
+        )
         return failed(
-            missing[0] if len(missing) == 1 else f"{len(missing)} policy paths do not exist",
-            missing + low,
-            remediation=MISSING_PATH_REMEDIATION,
+            problems[0] if len(problems) == 1 else many,
+            problems + low,
+            remediation=MISSING_MOUNT_REMEDIATION if unmounted else MISSING_PATH_REMEDIATION,
         )
     if low:
         return warned(
@@ -327,7 +397,9 @@ def free_space(facts: Facts, policy: Policy) -> Outcome:
         )
     if not lines:
         return skipped("no filesystem answered")
-    return passed(f"{len(lines)} path(s) with enough free space", lines)
+    pins = policy.storage.expected_mounts
+    mounted = f"; {len(pins)} expected mount(s) in place" if pins else ""
+    return passed(f"{len(lines)} path(s) with enough free space{mounted}", lines)
 
 
 @check("storage.layout", "Datasets and checkpoints")

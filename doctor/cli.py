@@ -65,6 +65,8 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         "Guided fixes, previewed before anything changes: dldoctor fix [ID] [--apply]. "
         "Compare two hosts or two moments: dldoctor diff [--json] A B (bundles or report "
         "JSON files; dldoctor diff --help). "
+        "Pin a fleet to a healthy host: dldoctor genconf > policy.toml (dldoctor genconf "
+        "--help). "
         "Exit codes: 0 ok, 1 problems found, 2 usage error, 3 some checks could not "
         "finish, 4 unreadable bundle or policy, 5 internal error, 6 the report could not be "
         "written.",
@@ -335,6 +337,10 @@ def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
             from dldoctor.slurm import main as slurm_main
 
             return slurm_main(args[1:], watchdog)
+        if args[:1] == ["genconf"]:
+            from dldoctor.genconf import main as genconf_main
+
+            return genconf_main(args[1:])
         with contextlib.ExitStack() as cleanup:  # an extracted --from archive, removed here
             return int(_main(argv, watchdog, cleanup))
     except BadCommandLine as exc:

@@ -26,7 +26,12 @@ else:  # Ubuntu 22.04's Python 3.10
 
 
 class PolicyError(Exception):
-    """An unreadable or invalid policy file; the message is one line."""
+    """An unreadable or invalid policy file; the message is one line. `key`: the dotted
+    key it is about (`firmware.minimums[1].min_version`), for the file's line number."""
+
+    def __init__(self, message: str, key: str = ""):
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -85,9 +90,39 @@ class LibcPolicy:
 class GpuPolicy:
     min_driver: str = "535.154.02"  # the guide's floor
     expected_count: int = 0  # 0: any number; a site pins its fleet's count
+    expected_model: str = ""  # "": any; else text every GPU's name must contain
+    expected_driver: str = ""  # "": any; else the version a fleet pins ("550" a branch)
     # Xids older than this no longer fail a node (it was drained and repaired, or the log
     # is from before a reboot that fixed it).
     xid_window_hours: float = 72.0
+
+
+@dataclass(frozen=True)
+class CudaPolicy:
+    expected_toolkit: str = ""  # "": any; else the selected toolkit's version ("12.4")
+
+
+@dataclass(frozen=True)
+class ExpectedLink:
+    address: str  # PCI address as sysfs writes it: "0000:18:00.0"
+    width: int  # lanes the link must train to at least
+
+
+@dataclass(frozen=True)
+class PciPolicy:
+    expected_links: tuple[ExpectedLink, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExpectedArray:
+    name: str  # "md0"
+    level: str = ""  # "raid1"; "": any level
+
+
+@dataclass(frozen=True)
+class ExpectedMount:
+    mount_point: str  # "/data"
+    fstype: str = ""  # "xfs"; "": any filesystem
 
 
 @dataclass(frozen=True)
@@ -96,6 +131,8 @@ class StoragePolicy:
     checkpoint_paths: tuple[str, ...] = ()
     warn_free_percent: float = 10.0
     fail_free_percent: float = 5.0
+    expected_raid: tuple[ExpectedArray, ...] = ()  # md arrays that must be there
+    expected_mounts: tuple[ExpectedMount, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,7 +174,7 @@ class Timeouts:
         for name in ("command_s", "filesystem_s", "nvml_s", "check_s", "deadline_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
-                raise PolicyError(f"timeouts.{name} {TIMEOUT_RANGE}")
+                raise PolicyError(f"timeouts.{name} {TIMEOUT_RANGE}", f"timeouts.{name}")
 
     @property
     def probe_window_s(self) -> float:
@@ -153,6 +190,8 @@ class Policy:
     python: PythonPolicy = field(default_factory=PythonPolicy)
     libc: LibcPolicy = field(default_factory=LibcPolicy)
     gpu: GpuPolicy = field(default_factory=GpuPolicy)
+    cuda: CudaPolicy = field(default_factory=CudaPolicy)
+    pci: PciPolicy = field(default_factory=PciPolicy)
     cpu: CpuPolicy = field(default_factory=CpuPolicy)
     limits: LimitsPolicy = field(default_factory=LimitsPolicy)
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
@@ -174,6 +213,37 @@ def _version(value: str) -> str:
     return "" if version_tuple(value) is not None else 'must be a version number such as "5.15"'
 
 
+def _pin(value: str) -> str:
+    return "" if not value else _version(value)
+
+
+# PCIe link widths (lanes) that a link can train to.
+PCIE_WIDTHS = (1, 2, 4, 8, 12, 16, 32)
+
+
+def _width(value: int) -> str:
+    return (
+        "" if value in PCIE_WIDTHS else f"must be a PCIe width ({', '.join(map(str, PCIE_WIDTHS))})"
+    )
+
+
+# Domains past 0xffff exist (Intel VMD puts its NVMe drives in domain 10000).
+_PCI_ADDRESS = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+
+
+def _pci_address(value: str) -> str:
+    ok = _PCI_ADDRESS.fullmatch(value)
+    return "" if ok else 'must be a PCI address such as "0000:18:00.0"'
+
+
+def _absolute(value: str) -> str:
+    return "" if value.startswith("/") else "must be an absolute path"
+
+
+def _named(value: str) -> str:
+    return "" if value.strip() else "must not be empty"
+
+
 # Checks on a policy file's values beyond their type, by key (list indexes left out).
 RULES: dict[str, Callable[[Any], str]] = {
     "os.supported.min_version": _version,
@@ -183,6 +253,12 @@ RULES: dict[str, Callable[[Any], str]] = {
     "gpu.min_driver": _version,
     "firmware.minimums.min_version": _version,
     "gpu.expected_count": _non_negative,
+    "gpu.expected_driver": _pin,
+    "cuda.expected_toolkit": _pin,
+    "pci.expected_links.address": _pci_address,
+    "pci.expected_links.width": _width,
+    "storage.expected_raid.name": _named,
+    "storage.expected_mounts.mount_point": _absolute,
     "gpu.xid_window_hours": _non_negative,
     "memory.min_total_gib": _non_negative,
     "memory.gpu_ratio": _non_negative,
@@ -201,35 +277,51 @@ def load_policy(path: str | None) -> tuple[Policy, str]:
         return Policy(), "built-in"
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            text = f.read().decode("utf-8")
+        data = tomllib.loads(text)
     except OSError as exc:
         raise PolicyError(f"cannot read policy {path}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        # tomllib's message already says "(at line N, column M)".
         raise PolicyError(f"policy {path} is not valid TOML: {exc}") from None
     try:
         return _build(Policy, data, ""), path
     except PolicyError as exc:
-        raise PolicyError(f"policy {path}: {exc}") from None
+        from dldoctor.tomllines import line_of
+
+        line = line_of(text, exc.key) if exc.key else None
+        where = f"policy {path}, line {line}" if line else f"policy {path}"
+        raise PolicyError(f"{where}: {exc}", exc.key) from None
 
 
 def _build(cls: type, data: Any, where: str) -> Any:
     if not isinstance(data, dict):
-        raise PolicyError(f"[{where}] must be a table" if where else "must be a table")
+        raise PolicyError(f"[{where}] must be a table" if where else "must be a table", where)
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
+    fields = dataclasses.fields(cls)
+    names = {f.name for f in fields}
     unknown = sorted(set(data) - names)
     if unknown:
         place = f"[{where}]" if where else "top level"
         raise PolicyError(
-            f"unknown key {unknown[0]!r} at {place} (known: {', '.join(sorted(names))})"
+            f"unknown key {unknown[0]!r} at {place} (known: {', '.join(sorted(names))})",
+            f"{where}.{unknown[0]}" if where else unknown[0],
         )
+    required = [
+        f.name
+        for f in fields
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    absent = [name for name in required if name not in data]
+    if absent:
+        raise PolicyError(f"{where} lacks the key {absent[0]!r}", where)
     values = {}
     for name, value in data.items():
         key = f"{where}.{name}" if where else name
         values[name] = _coerce(hints[name], value, key)
         problem = RULES.get(re.sub(r"\[\d+\]", "", key), lambda _: "")(values[name])
         if problem:
-            raise PolicyError(f"{key} {problem}, not {value!r}")
+            raise PolicyError(f"{key} {problem}, not {value!r}", key)
     return cls(**values)
 
 
@@ -240,17 +332,20 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
     if origin is tuple:
         (item, _ellipsis) = typing.get_args(hint)
         if not isinstance(value, list):
-            raise PolicyError(f"{where} must be a list")
+            raise PolicyError(f"{where} must be a list", where)
         return tuple(_coerce(item, v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(hint) if a is not type(None)]
         return _coerce(options[0], value, where)
     if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
-            raise PolicyError(f"{where} must be a finite number")
+            raise PolicyError(f"{where} must be a finite number", where)
         return float(value)
     if hint is str and isinstance(value, int) and not isinstance(value, bool):
         return str(value)  # `min_version = 8` means "8"; 22.10 must be quoted (float 22.1)
     if not isinstance(value, hint) or (hint is not bool and isinstance(value, bool)):
-        raise PolicyError(f"{where} must be a {hint.__name__}, not {type(value).__name__}")
+        article = "an" if hint.__name__[0] in "aeiou" else "a"
+        raise PolicyError(
+            f"{where} must be {article} {hint.__name__}, not {type(value).__name__}", where
+        )
     return value

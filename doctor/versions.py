@@ -32,3 +32,12 @@ def at_least(found: str | None, minimum: str) -> bool | None:
         return None
     width = max(len(have), len(want))
     return have + (0,) * (width - len(have)) >= want + (0,) * (width - len(want))
+
+
+def matches(found: str | None, pin: str) -> bool | None:
+    """found is the pinned version or a release of it ("550.54.15" matches "550" and
+    "550.54.15", not "550.54.14"; "12.4" matches "12.4.0"); None if unparseable."""
+    have, want = version_tuple(found), version_tuple(pin)
+    if have is None or want is None:
+        return None
+    return (have + (0,) * len(want))[: len(want)] == want

@@ -671,6 +671,12 @@ def hgx_h100x8_gpu3_x8(b: BundleBuilder) -> None:
     gpu_server(b, "hgx-h100-02", narrow_gpu=3)
 
 
+def hgx_h100x8_gpu_missing(b: BundleBuilder) -> None:
+    """GPU 7 fell off the bus (a dead riser or power cable): the PCI bus and the driver
+    agree on 7 GPUs, so only a policy that pins the count sees one is missing."""
+    gpu_server(b, "hgx-h100-19", gpus=7)
+
+
 def hgx_h100x8_acs_redirect(b: BundleBuilder) -> None:
     """ACS redirect left on in the switches above the GPUs and NICs: NCCL hangs."""
     gpu_server(b, "hgx-h100-03", acs_redirect=True)
@@ -997,6 +1003,7 @@ def vm_a100_vgpu_guest(b: BundleBuilder) -> None:
 SCENARIOS = {
     "hgx-h100x8-healthy": hgx_h100x8_healthy,
     "hgx-h100x8-gpu3-x8": hgx_h100x8_gpu3_x8,
+    "hgx-h100x8-gpu-missing": hgx_h100x8_gpu_missing,
     "hgx-h100x8-acs-redirect": hgx_h100x8_acs_redirect,
     "hgx-h100x8-ram-512g": hgx_h100x8_ram_512g,
     "hgx-h100x8-memlock-64k": hgx_h100x8_memlock_64k,

@@ -120,3 +120,18 @@ def test_select_by_id_prefix_and_category():
         select(specs, ["system.mem"], [])
     with pytest.raises(ValueError, match="leave no check to run"):
         select(specs, ["system.memory"], ["system"])
+
+
+def test_every_policy_key_is_documented():
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "policy.md").read_text()
+    rows = [line.split("|")[1] for line in doc.splitlines() if line.startswith("| `[")]
+    for section in dataclasses.fields(Policy):
+        for key in dataclasses.fields(section.default_factory()):
+            written = re.compile(
+                rf"`\[{section.name}\][^|]*\b{key.name}\b|`\[\[{section.name}\.{key.name}\]\]"
+            )
+            assert any(written.search(row) for row in rows), f"[{section.name}] {key.name}"
