@@ -29,7 +29,7 @@ def documented() -> dict[str, set[int]]:
     for line in lines[2:]:
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         mode = re.match(r"`([^`]*)`", cells[0]).group(1)
-        rows[mode] = {int(code) for code, cell in zip(header[1:], cells[1:]) if cell}
+        rows[mode] = {int(code) for code, cell in zip(header[1:], cells[1:], strict=True) if cell}
     return rows
 
 
