@@ -430,21 +430,15 @@ def _main(
     host: Host | None = None if args.list_checks else _host(args, policy, cleanup)
     if host is not None and not args.only:
         host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)  # while the checks load
-    specs, plugin_findings = _specs(args.no_plugins)
     if args.list_checks:
         lines = [
             f"{spec.id:32} {spec.title}"
             + ("" if spec.source == "builtin" else f"  [{spec.source}]")
-            for spec in specs
+            for spec in _specs(args.no_plugins)[0]
         ]
         _write_output(lambda: print("\n".join(lines)))
         return ExitCode.OK
-    from dldoctor.registry import select
-
-    try:
-        specs = select(specs, args.only, args.skip)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    specs, plugin_findings = selected_checks(args)
     assert host is not None
     if snapshot:
         from dldoctor.host.recording import RecordingHost
@@ -469,6 +463,39 @@ def _main(
     return code
 
 
+def selected_checks(args: argparse.Namespace):
+    """The checks `--only` and `--skip` select (UsageError when they name none), and the
+    findings of plugins that failed to load."""
+    from dldoctor.registry import select
+
+    specs, plugin_findings = _specs(args.no_plugins)
+    try:
+        return select(specs, args.only, args.skip), plugin_findings
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def diagnose_for(args, policy, policy_source: str, cleanup, *, deadline_at=None):
+    """(the report, the host) of the diagnosis `--check` makes, for the commands that judge
+    a host in this process (genconf, slurm-healthcheck)."""
+    from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS, diagnose
+
+    host = _host(args, policy, cleanup)
+    if not args.only:
+        host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)  # while the checks load
+    specs, plugin_findings = selected_checks(args)
+    report = diagnose(
+        host,
+        policy,
+        specs,
+        deadline_at=deadline_at,
+        extra_findings=plugin_findings,
+        strict=getattr(args, "strict", False),
+        policy_source=policy_source,
+    )
+    return report, host
+
+
 def _interactive(args, snapshot: bool) -> bool:
     """The app, for a person at a terminal; a pipe, a file or a batch flag gets the
     checklist (the app's own terminal is both stdin and stdout)."""
@@ -482,14 +509,9 @@ def _interactive(args, snapshot: bool) -> bool:
 def _app(args, policy, cleanup: contextlib.ExitStack) -> ExitCode:
     """The interactive doctor. No watchdog or backstop: the run's deadline still bounds
     the checks, but the app lives on after it."""
-    from dldoctor.registry import select
 
     make_host, bundle_dir = _host_maker(args, policy, cleanup)
-    specs, plugin_findings = _specs(args.no_plugins)
-    try:
-        specs = select(specs, args.only, args.skip)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    specs, plugin_findings = selected_checks(args)
     from dldoctor.tui.session import Session
 
     notices = [] if args.bundle else _fixes_after_boot(args.root or "/", make_host())

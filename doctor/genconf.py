@@ -67,9 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str]) -> int:
     """Called by cli._run, whose handlers turn UsageError, InputError and OutputError
     into their one line and exit code."""
-    from dldoctor.cli import UsageError, _host, _policy, _specs, _write_file, _write_output
-    from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS, diagnose
-    from dldoctor.registry import select
+    from dldoctor.cli import _policy, _write_file, _write_output, diagnose_for
 
     try:
         args = build_parser().parse_args(argv)
@@ -77,17 +75,7 @@ def main(argv: Sequence[str]) -> int:
         return int(exc.code or 0)
     policy, policy_source = _policy(args)
     with contextlib.ExitStack() as cleanup:  # an extracted --from archive, removed here
-        host = _host(args, policy, cleanup)
-        if not args.only:
-            host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)
-        specs, plugin_findings = _specs(args.no_plugins)
-        try:
-            specs = select(specs, args.only, args.skip)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        report = diagnose(
-            host, policy, specs, extra_findings=plugin_findings, policy_source=policy_source
-        )
+        report, host = diagnose_for(args, policy, policy_source, cleanup)
         manifest = getattr(getattr(host, "bundle", None), "manifest", None) or {}
     failing = [f for f in report.findings if f.status is Status.FAIL]
     if failing and not args.force:

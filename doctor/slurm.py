@@ -156,28 +156,8 @@ def _within_slurms_limit(policy, deadline_flag: float | None):
 
 def _diagnose(args, policy, source: str, deadline_at: float) -> list[Finding]:
     """The same run as `dldoctor --check`, in this process."""
-    from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS, diagnose
-    from dldoctor.registry import select
-
     with contextlib.ExitStack() as cleanup:
-        host = cli._host(args, policy, cleanup)
-        if not args.only:
-            host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)
-        specs, plugin_findings = cli._specs(args.no_plugins)
-        try:
-            specs = select(specs, args.only, args.skip)
-        except ValueError as exc:
-            raise cli.UsageError(str(exc)) from None
-        report = diagnose(
-            host,
-            policy,
-            specs,
-            deadline_at=deadline_at,
-            extra_findings=plugin_findings,
-            strict=args.strict,
-            policy_source=source,
-        )
-    return report.findings
+        return cli.diagnose_for(args, policy, source, cleanup, deadline_at=deadline_at)[0].findings
 
 
 def _worth_saying(findings: Iterable[Finding]) -> list[Finding]:
