@@ -28,10 +28,9 @@ def _is_sos(path: str) -> bool:
     kind = compression(path)
     if not kind:
         return False
-    names = first_names(path, kind, PEEK_MEMBERS)
-    # dldoctor writes gzip only: an xz archive it cannot read is a foreign one, refused by
-    # the foreign reader with the reason.
-    return looks_like_sos(names) or (kind == XZ and not names)
+    # dldoctor writes gzip only: an xz archive is a foreign one, and the sos reader (the one
+    # foreign reader of archives so far) says what it lacks.
+    return kind == XZ or looks_like_sos(first_names(path, kind, PEEK_MEMBERS))
 
 
 def _open_sos(path: str, cleanup: contextlib.ExitStack) -> tuple[Host, str]:

@@ -110,6 +110,9 @@ RUN_BY = {
     "ibv_devinfo": "infiniband",
     "dmidecode": "hardware",
 }
+# sos >= 4.11 copies at most 64 cpuN folders (`-k processor.max_cpu_dirs`); `present`
+# says how many the host had.
+CPU_ROOT = "/sys/devices/system/cpu"
 NAME_MAX = 255  # sos cuts a mangled command line to the archive's name length
 _EXIT_NOT_FOUND = 127
 _EXIT_TIMEOUT = 124  # sos's own timeout (coreutils `timeout`)
@@ -205,6 +208,7 @@ class SosReportHost(ReplayHost):
         self.commands = self._command_index(manifest)
         self.files = self._command_files()
         self._sysctl: dict[str, str] | None = None
+        self._cpu_cut: str | None = None
         self._lock = threading.Lock()
 
     # --- what the report says about itself ----------------------------------------------
@@ -265,6 +269,7 @@ class SosReportHost(ReplayHost):
                 code = c.get("return_code")
                 index.setdefault(argv, {
                     "plugin": str(plugin),
+                    "exec": c["exec"],
                     "file": path if isinstance(path, str) else "",
                     "exit": code if isinstance(code, int) and not isinstance(code, bool) else 0,
                 })  # fmt: skip
@@ -311,6 +316,14 @@ class SosReportHost(ReplayHost):
         """What the report's lack of `path` means: missing when a plugin that ran copies
         it (or, for a listing, lists it whole), else not captured."""
         plugin = self._lister(path) if listing else self._copied_by(path)
+        folder = "/".join(path.split("/")[:6])  # /sys/devices/system/cpu/cpuN
+        in_cpu = folder[len(CPU_ROOT) + 1 :][:3] == "cpu" and folder[len(CPU_ROOT) + 4 :].isdigit()
+        if (
+            in_cpu
+            and self._cpu_folders_cut()
+            and ReplayHost.listdir(self, folder).status == MISSING
+        ):
+            return Answer(op, path, NOT_CAPTURED, error=self._cpu_folders_cut())
         if plugin and plugin in self.plugins:
             return Answer(op, path, MISSING)
         return Answer(op, path, NOT_CAPTURED, error=_reason(path, plugin))
@@ -355,6 +368,8 @@ class SosReportHost(ReplayHost):
         if answer.status == MISSING:
             return self._absent(LIST, path, listing=True)
         plugin = self._lister(path)
+        if answer.ok and path.rstrip("/") == CPU_ROOT and self._cpu_folders_cut():
+            return Answer(LIST, path, NOT_CAPTURED, error=self._cpu_folders_cut())
         if answer.ok and plugin not in self.plugins:  # sos copied some of what is in it
             why = f"{path}: only some of its entries were captured"
             return Answer(LIST, path, NOT_CAPTURED, error=_reason(path, plugin) if plugin else
@@ -364,6 +379,24 @@ class SosReportHost(ReplayHost):
     def _lister(self, path: str) -> str:
         """The plugin that copies folder `path` whole, or lists it whole; "" for none."""
         return self._copied_by(path) or next((p for p, f in LISTED if f == path), "")
+
+    def _cpu_folders_cut(self) -> str:
+        """Why the report holds fewer cpuN folders than the host's `present` CPUs; ""
+        when it holds them all."""
+        from dldoctor.facts.numa import parse_cpulist
+
+        with self._lock:
+            if self._cpu_cut is None:
+                listing = ReplayHost.listdir(self, CPU_ROOT)
+                held = sum(n[:3] == "cpu" and n[3:].isdigit() for n in listing.value or ())
+                present = len(parse_cpulist(ReplayHost.read(self, f"{CPU_ROOT}/present").text))
+                self._cpu_cut = ""
+                if listing.ok and held != present:
+                    self._cpu_cut = (
+                        f"not in this sos report (plugin processor, {held} of the {present} "
+                        f"{CPU_ROOT}/cpuN folders: its max_cpu_dirs option, not captured)"
+                    )
+            return self._cpu_cut
 
     def readlink(self, path: str) -> Answer:
         if self._own(path):
@@ -388,11 +421,17 @@ class SosReportHost(ReplayHost):
     def _run(self, argv: tuple[str, ...], key: str) -> Answer:
         for candidate, device in _equivalents(_sos_argv(argv)):
             record = self.commands.get(candidate)
+            found = self.files.get(mangle(record["exec"] if record else " ".join(candidate)))
+            if record is None and found is None:
+                continue
             if record is None:
-                found = self.files.get(mangle(" ".join(candidate)))
-                if found is None:
-                    continue
                 record = {"plugin": found[0], "file": found[1], "exit": 0}
+            elif (
+                record["file"] and found and not os.path.isfile(self.bundle.inside(record["file"]))
+            ):
+                # sos clean 4.0 rewrites some of the manifest's paths (dumpe2fs_-h_.dev.vda
+                # became dumpe2fs_-hdev.vda), never the files' names.
+                record = {**record, "file": found[1]}
             if not record["file"]:
                 if record["exit"] == _EXIT_NOT_FOUND:
                     why = f"not installed when sos ran (plugin {record['plugin']})"
