@@ -412,6 +412,20 @@ def test_a_fifo_in_a_report_folder_answers_an_error_without_blocking(tree):
     assert answer.status == "error" and "not a file" in answer.error
 
 
+def test_link_loops_in_a_report_folder_are_answers_not_crashes(tree):
+    shutil.rmtree(tree / "sos_reports")
+    os.symlink("sos_reports", tree / "sos_reports")  # the manifest behind a loop
+    shutil.rmtree(tree / "sos_commands/host")
+    os.symlink("host", tree / "sos_commands/host")  # the host name behind another
+    os.symlink("loop", tree / "proc/loop")
+    host = SosReportHost(str(tree))
+    assert host.describe() == "sos report 4.0 of host0"  # from the folder's name
+    assert host.read("/proc/loop/x").status == "error"
+    proc = run_dldoctor("--check", "--json", "--from", str(tree))
+    assert proc.returncode in (0, 1) and proc.stderr == "", proc.stderr
+    assert report_of(proc)["host"]["source"] == "sos report 4.0 of host0"
+
+
 # --- a real sos report of this machine -----------------------------------------------
 
 LIVE_PLUGINS = "kernel,pci,hardware,processor,memory,block,md,filesys,networking,process"

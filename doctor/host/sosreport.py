@@ -216,13 +216,20 @@ class SosReportHost(ReplayHost):
     def _manifest(self) -> dict[str, Any]:
         try:
             manifest = self.bundle.json(MANIFEST)
-        except BundleError:
+        except (BundleError, OSError):  # bad JSON, a link loop
             return {}
         return manifest if isinstance(manifest, dict) else {}
 
+    def _own_file(self, rel: str, limit: int) -> bytes:
+        """A file of sos's own (version.txt, an output), b"" when it cannot be read."""
+        try:
+            return self.bundle.read_bytes(rel, limit) or b""
+        except OSError:
+            return b""
+
     def _version_txt(self) -> dict[str, str]:
         """version.txt: `sosreport: 4.0`, then `plugin: version` lines."""
-        data = self.bundle.read_bytes(VERSION, 1 << 20) or b""
+        data = self._own_file(VERSION, 1 << 20)
         found = {}
         for line in data.decode("utf-8", "replace").splitlines():
             key, sep, value = line.partition(":")
@@ -246,8 +253,8 @@ class SosReportHost(ReplayHost):
         return frozenset(names)
 
     def _entries(self, rel: str) -> list[str]:
-        real = self.bundle.inside(rel)
         try:
+            real = self.bundle.inside(rel)
             return sorted(os.listdir(real)) if os.path.isdir(real) else []
         except OSError:
             return []
@@ -292,7 +299,7 @@ class SosReportHost(ReplayHost):
     def _host_name(self) -> str:
         """The name the report gives its host (a pseudonym, after `sos clean`): the host
         plugin's `hostname`, else the report's folder, sosreport-NAME-DATE-ID."""
-        said = self.bundle.read_bytes(f"{COMMANDS_DIR}/host/hostname", 256) or b""
+        said = self._own_file(f"{COMMANDS_DIR}/host/hostname", 256)
         name = said.decode("utf-8", "replace").strip().splitlines()[:1]
         if name and name[0]:
             return name[0]
