@@ -186,7 +186,7 @@ def test_a_plugin_that_did_not_run_leaves_its_paths_uncaptured(tree):
 
 
 def test_cpu_folders_sos_did_not_copy_are_not_read_as_absent(tree):
-    # sos >= 4.11 copies 64 cpuN folders by default; the host's `present` says how many
+    # sos >= 4.12 copies 64 cpuN folders by default; the host's `present` says how many
     # it had (here: a report of 2 CPUs holding one).
     shutil.rmtree(tree / "sys/devices/system/cpu/cpu1")
     host = SosReportHost(str(tree))

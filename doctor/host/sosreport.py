@@ -110,7 +110,7 @@ RUN_BY = {
     "ibv_devinfo": "infiniband",
     "dmidecode": "hardware",
 }
-# sos >= 4.11 copies at most 64 cpuN folders (`-k processor.max_cpu_dirs`); `present`
+# sos >= 4.12 copies at most 64 cpuN folders (`-k processor.max_cpu_dirs`); `present`
 # says how many the host had.
 CPU_ROOT = "/sys/devices/system/cpu"
 NAME_MAX = 255  # sos cuts a mangled command line to the archive's name length
