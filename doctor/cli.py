@@ -87,7 +87,8 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         "--from",
         dest="bundle",
         metavar="BUNDLE",
-        help="diagnose a recorded bundle (a directory or a .tar.gz) instead of this host",
+        help="diagnose a recorded bundle (a directory or a .tar.gz), or a sos report (a "
+        "directory, .tar.xz or .tar.gz), instead of this host",
     )
     p.add_argument("--policy", metavar="FILE", help="TOML policy file (default: built-in)")
     p.add_argument(
@@ -758,11 +759,15 @@ def _host_maker(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack)
     if args.bundle and args.root:
         raise UsageError("--from and --root cannot be used together")
     if args.bundle:
+        from dldoctor.host.foreign import open_foreign
         from dldoctor.host.replay import ReplayHost
         from dldoctor.snapshots.archive import read_bundle
         from dldoctor.snapshots.bundle import BundleError
 
         try:
+            foreign = open_foreign(args.bundle, cleanup)  # a sos report (docs/foreign-inputs.md)
+            if foreign is not None:
+                return (lambda: foreign[0]), foreign[1]
             reader, changed = read_bundle(args.bundle, cleanup)
         except BundleError as exc:
             raise InputError(str(exc)) from None

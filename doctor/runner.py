@@ -116,6 +116,11 @@ def run_check(spec: CheckSpec, facts: Facts, policy: Policy) -> Finding:
         outcome = Outcome(Status.ERROR, str(exc))
     except Exception as exc:
         outcome = _crashed("check", exc)
+    # A foreign report that did not collect what the check read says nothing about it: what
+    # the check concluded (often "absent") would be a false verdict.
+    gaps = facts.uncaptured(view.evidence)
+    if gaps:
+        outcome = Outcome(Status.SKIP, gaps[0], tuple(gaps[1:]))
     return finding_for(spec, outcome, view.evidence, time.monotonic() - start)
 
 

@@ -1,11 +1,12 @@
 """The `.tar.gz` form of a bundle: packing a bundle directory, and opening one safely.
 
 An archive is untrusted input. `open_bundle` reads it twice: first every header is
-checked (names, member types, links, caps) with nothing written, the gzip stream read to
-its end (its CRC checked) and tar's end-of-archive marker required; then the same
+checked (names, member types, links, caps) with nothing written, the compressed stream
+read to its end (its CRC checked) and tar's end-of-archive marker required; then the same
 members, compared one by one with what was checked, are written into a private temporary
 directory, never through a link. The rules and caps are documented in
-docs/bundle-format.md; keep the two in step.
+docs/bundle-format.md; keep the two in step. Foreign archives (a sos report's `.tar.xz`,
+docs/foreign-inputs.md) go through the same two passes (`open_archive`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import datetime as _dt
 import gzip
 import io
+import lzma
 import os
 import posixpath
 import shutil
@@ -23,6 +25,7 @@ import tempfile
 import time
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from dldoctor.snapshots.bundle import (
     COMMANDS,
@@ -40,8 +43,15 @@ MAX_BYTES = 1 << 30  # the members' contents together, uncompressed
 MAX_HEADER_BYTES = 64 * 1024
 # Everything gzip may inflate: the contents plus each member's header blocks and padding.
 MAX_STREAM_BYTES = MAX_BYTES + MAX_MEMBERS * 4 * tarfile.BLOCKSIZE + (1 << 20)
+# A sos report of a large host holds tens of thousands of sysfs and /proc files.
+MAX_FOREIGN_MEMBERS = 150_000
+# xz's decoder allocates its dictionary up front, as large as the header asks (up to 4 GiB):
+# xz -9 uses 64 MiB, sos the default preset (8 MiB).
+XZ_MEMLIMIT = 256 << 20
 GZIP_MAGIC = b"\x1f\x8b"
+XZ_MAGIC = b"\xfd7zXZ\x00"
 SUFFIXES = (".tar.gz", ".tgz")
+GZIP, XZ = "gzip", "xz"
 _CHUNK = 1024 * 1024
 _TYPES = {
     tarfile.LNKTYPE: "a hard link",
@@ -74,7 +84,7 @@ class _Capped:
     """The inflated stream, refused once it passes MAX_STREAM_BYTES: a decompression bomb
     stops here, whatever tarfile was reading (a header, padding, a member)."""
 
-    def __init__(self, raw: gzip.GzipFile):
+    def __init__(self, raw: gzip.GzipFile | _XzStream):
         self.raw = raw
         self.last = b""  # what the last read returned: the block that ended the archive
 
@@ -94,15 +104,22 @@ class _Capped:
         return self.raw.tell()
 
 
-def is_archive(path: str) -> bool:
-    """A regular file that starts like gzip (the name alone proves nothing)."""
+def compression(path: str) -> str:
+    """GZIP or XZ for a regular file that starts like one (the name alone proves
+    nothing); "" otherwise."""
     if not os.path.isfile(path):  # a FIFO given to --from must not block its open
-        return False
+        return ""
     try:
         with open(path, "rb") as f:
-            return f.read(2) == GZIP_MAGIC
+            head = f.read(len(XZ_MAGIC))
     except OSError:
-        return False
+        return ""
+    return GZIP if head.startswith(GZIP_MAGIC) else XZ if head == XZ_MAGIC else ""
+
+
+def is_archive(path: str) -> bool:
+    """A regular file that starts like gzip: the one compression of a dldoctor bundle."""
+    return compression(path) == GZIP
 
 
 @contextlib.contextmanager
@@ -117,49 +134,138 @@ def open_bundle(path: str) -> Iterator[str]:
             raise BundleError(f"{path}: not a gzip file (a .tar.gz bundle starts with 1f 8b)")
         yield path
         return
+    with open_archive(path, GZIP) as root:
+        yield root
+
+
+@dataclass(frozen=True)
+class _Rules:
+    kind: str  # GZIP or XZ
+    host_root: str  # the folder under the top one whose links resolve as on the host
+    max_members: int
+
+
+@contextlib.contextmanager
+def open_archive(
+    path: str, kind: str, *, host_root: str = FILES, max_members: int = MAX_MEMBERS
+) -> Iterator[str]:
+    """The folder of archive `path` (compressed as `kind`), extracted under the rules of
+    this module into a private temporary directory removed on exit. Absolute link targets
+    are allowed under `<top>/<host_root>` only ("" for the top folder itself: a sos report
+    mirrors the host from its top). Defects are BundleError naming `path`."""
     tmp = tempfile.mkdtemp(prefix="dldoctor-bundle-")  # mode 0700
     try:
-        yield _extract(path, tmp)
+        yield _extract(path, tmp, _Rules(kind, host_root, max_members))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _extract(path: str, tmp: str) -> str:
+def _extract(path: str, tmp: str, rules: _Rules) -> str:
     try:
         with open(path, "rb") as f:
-            checked, top = _check_pass(f)
+            checked, top = _check_pass(f, rules)
             f.seek(0)
-            _write_pass(f, checked, tmp)
+            _write_pass(f, checked, tmp, rules)
     except BundleError as exc:
         raise BundleError(f"{path}: {exc}") from None
     except _TooLarge as exc:
         raise BundleError(f"{path}: archive refused: {exc}") from None
     except EOFError:
-        raise BundleError(f"{path}: truncated archive: the gzip stream ends early") from None
-    except (gzip.BadGzipFile, zlib.error) as exc:
-        raise BundleError(f"{path}: corrupted gzip: {exc}") from None
+        why = f"truncated archive: the {rules.kind} stream ends early"
+        raise BundleError(f"{path}: {why}") from None
+    except (gzip.BadGzipFile, zlib.error, lzma.LZMAError) as exc:
+        raise BundleError(f"{path}: corrupted {rules.kind}: {exc}") from None
     except tarfile.TarError as exc:  # tarfile wraps a zlib error met while reading a header
-        what = "corrupted gzip" if "zlib" in str(exc) else "damaged tar archive"
+        damaged = "zlib" in str(exc) or "lzma" in str(exc).lower()
+        what = f"corrupted {rules.kind}" if damaged else "damaged tar archive"
         raise BundleError(f"{path}: {what}: {exc}") from None
     except OSError as exc:
         raise BundleError(f"{path}: cannot extract the archive: {exc}") from None
     return os.path.join(tmp, top) if top else tmp
 
 
-def _open_tar(f) -> tarfile.TarFile:
-    return tarfile.open(fileobj=_Capped(gzip.GzipFile(fileobj=f, mode="rb")), mode="r:",
-                        tarinfo=_SafeTarInfo)  # fmt: skip
+class _XzStream:
+    """xz's decoder under XZ_MEMLIMIT (lzma.LZMAFile takes no limit), reading concatenated
+    streams and their padding as xz(1) does. A seek forward reads, one backward starts over
+    (what tarfile asks of a compressed stream)."""
+
+    def __init__(self, f):
+        self.f = f
+        self.start = f.tell()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.f.seek(self.start)
+        self.dec = lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=XZ_MEMLIMIT)
+        self.pos = 0
+
+    def read(self, n: int = -1) -> bytes:
+        parts = []
+        while n != 0:
+            if self.dec.eof:  # another stream may follow, after zero padding
+                data = self.dec.unused_data.lstrip(b"\0")
+                while not data:
+                    more = self.f.read(_CHUNK)
+                    if not more:
+                        return b"".join(parts)
+                    data = more.lstrip(b"\0")
+                self.dec = lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=XZ_MEMLIMIT)
+            elif self.dec.needs_input:
+                data = self.f.read(_CHUNK)
+                if not data:
+                    raise EOFError("the xz stream ends before its end marker")
+            else:
+                data = b""
+            out = self.dec.decompress(data, n)
+            self.pos += len(out)
+            parts.append(out)
+            n -= len(out) if n > 0 else 0
+        return b"".join(parts)
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if whence == 1:
+            pos += self.pos
+        elif whence != 0:
+            raise OSError("an xz stream seeks from its start or its position only")
+        if pos < self.pos:
+            self._reset()
+        while self.pos < pos and self.read(min(_CHUNK, pos - self.pos)):
+            pass
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
 
 
-def _check_pass(f) -> tuple[list[tuple[str, tarfile.TarInfo]], str]:
+def _open_tar(f, kind: str = GZIP) -> tarfile.TarFile:
+    raw = _XzStream(f) if kind == XZ else gzip.GzipFile(fileobj=f, mode="rb")
+    return tarfile.open(fileobj=_Capped(raw), mode="r:", tarinfo=_SafeTarInfo)
+
+
+def first_names(path: str, kind: str, limit: int) -> list[str]:
+    """The names of the first `limit` members, nothing written: enough to tell a layout
+    from another. [] when the archive cannot be read that far (opening it says why)."""
+    names: list[str] = []
+    try:
+        with open(path, "rb") as f, _open_tar(f, kind) as tar:
+            for member in tar:
+                names.append(member.name)
+                if len(names) >= limit:
+                    break
+    except (_TooLarge, EOFError, OSError, tarfile.TarError, zlib.error, lzma.LZMAError):
+        return []
+    return names
+
+
+def _check_pass(f, rules: _Rules) -> tuple[list[tuple[str, tarfile.TarInfo]], str]:
     """Every member, normalised and checked, before anything is written; the top folder."""
     checked: list[tuple[str, tarfile.TarInfo]] = []
     seen: set[str] = set()
     total = 0
-    with _open_tar(f) as tar:
+    with _open_tar(f, rules.kind) as tar:
         for member in tar:
-            if len(checked) >= MAX_MEMBERS:
-                raise _TooLarge(f"more than {MAX_MEMBERS} members")
+            if len(checked) >= rules.max_members:
+                raise _TooLarge(f"more than {rules.max_members} members")
             name = _name(member)
             if name in seen:
                 raise BundleError(f"member {name!r} appears twice")
@@ -188,7 +294,7 @@ def _check_pass(f) -> tuple[list[tuple[str, tarfile.TarInfo]], str]:
         if any(parent in links for parent in _parents(name)):
             raise BundleError(f"member {name!r} lies under a symbolic link")
         if member.issym():
-            _check_link(name, member.linkname, top)
+            _check_link(name, member.linkname, top, rules.host_root)
             links.add(name)
     return checked, top
 
@@ -223,10 +329,11 @@ def _top_folder(checked: list[tuple[str, tarfile.TarInfo]]) -> str:
     return top
 
 
-def _check_link(name: str, target: str, top: str) -> None:
+def _check_link(name: str, target: str, top: str, host_root: str = FILES) -> None:
     """Links resolve as if files/ were the root (docs/bundle-format.md): an absolute target
-    is a host path there. Anywhere else it, and a relative one climbing out, is refused."""
-    files = posixpath.join(top, FILES) + "/"
+    is a host path there. Anywhere else it, and a relative one climbing out, is refused.
+    `host_root` "" makes the top folder that root (a sos report)."""
+    files = posixpath.join(top, host_root).rstrip("/") + "/" if top or host_root else ""
     if not target or "\0" in target:
         raise BundleError(f"symbolic link {name!r} has no target")
     if target.startswith("/"):
@@ -239,11 +346,11 @@ def _check_link(name: str, target: str, top: str) -> None:
         raise BundleError(f"symbolic link {name!r} points outside the bundle ({target!r})")
 
 
-def _write_pass(f, checked: list[tuple[str, tarfile.TarInfo]], tmp: str) -> None:
+def _write_pass(f, checked: list[tuple[str, tarfile.TarInfo]], tmp: str, rules: _Rules) -> None:
     """The checked members again, written under `tmp`: files with O_EXCL|O_NOFOLLOW, and
     no member lies under a link (checked), so nothing is written through one."""
     count = 0
-    with _open_tar(f) as tar:
+    with _open_tar(f, rules.kind) as tar:
         for member in tar:
             if count >= len(checked) or _key(member) != _key(checked[count][1]):
                 raise BundleError("the archive changed while it was read")

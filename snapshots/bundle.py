@@ -255,6 +255,17 @@ class BundleReader:
         self.files_root = self.inside(FILES)
         self._folders: dict[str, str] = {}  # host folder -> its real path under files/
 
+    @classmethod
+    def of_tree(cls, path: str) -> BundleReader:
+        """A folder that mirrors a host from its top (a sos report: docs/foreign-inputs.md),
+        read under the same rules: no manifest or index, and files/ is the folder itself."""
+        reader = cls.__new__(cls)
+        reader.path = os.path.abspath(path)
+        reader.manifest, reader.index = {}, {}
+        reader.files_root = reader.path
+        reader._folders = {}
+        return reader
+
     def require_contents(self) -> None:
         """Refuse a directory that holds none of a bundle's parts (BundleError)."""
         for rel, folder in CONTENTS:

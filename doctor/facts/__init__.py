@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from dldoctor.host.base import Answer, Host, ProbeFailed, op_label, seconds
+from dldoctor.host.base import NOT_CAPTURED, Answer, Host, ProbeFailed, op_label, seconds
 from dldoctor.host.recording import ObservingHost
 from dldoctor.model import Evidence
 
@@ -45,6 +45,17 @@ class FactFailed(Exception):
     """A fact's code raised; every check that needs it ends as `error`."""
 
 
+# (op, key) of a source a fact reads first -> (op, key) of the one it falls back to when
+# the first gives nothing. A foreign report that lacks the first but holds the second
+# still gives the verdict: the fact read what a host without the first would give it.
+FALLBACKS: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def falls_back(first: tuple[str, str], then: tuple[str, str]) -> None:
+    """Declare that a fact reads `then` when `first` gives nothing (module level)."""
+    FALLBACKS[first] = then
+
+
 class _EvidenceHost(ObservingHost):
     def __init__(self, inner: Host, sink: list[Evidence], facts: Facts):
         super().__init__(inner)
@@ -60,6 +71,8 @@ class _EvidenceHost(ObservingHost):
     def seen(self, answer: Answer, argv: Sequence[str] | None) -> None:
         self.facts._doing.pop(threading.get_ident(), None)
         self.sink.append(Evidence(answer.op, answer.key, answer.status))
+        if answer.status == NOT_CAPTURED:
+            self.facts._gaps[(answer.op, answer.key)] = answer.error
 
 
 class FactContext:
@@ -112,6 +125,7 @@ class Facts:
         # what it waited for. Plain dicts: one writer per key (its own thread).
         self._doing: dict[int, tuple[str, float | None]] = {}
         self._waiting: dict[int, str] = {}
+        self._gaps: dict[tuple[str, str], str] = {}  # (op, key) not captured -> why
 
     @classmethod
     def given(cls, values: Mapping[Fact, Any]) -> Facts:
@@ -177,6 +191,18 @@ class Facts:
             slot.duration = time.monotonic() - start
             slot.evidence = tuple(dict.fromkeys(evidence))
             slot.done = True
+
+    def uncaptured(self, evidence: Sequence[Evidence]) -> list[str]:
+        """Why each answer of `evidence` that the source did not capture leaves the verdict
+        unknown: one reason per answer, none for an answer whose declared fallback the
+        source did capture (FALLBACKS). Empty for a live host and a dldoctor bundle."""
+        held = {(e.op, e.key) for e in evidence if e.status != NOT_CAPTURED}
+        reasons = (
+            self._gaps.get((e.op, e.key)) or f"{op_label(e.op, e.key)}: not captured"
+            for e in evidence
+            if e.status == NOT_CAPTURED and FALLBACKS.get((e.op, e.key)) not in held
+        )
+        return list(dict.fromkeys(reasons))
 
     def peek(self, name: str) -> Any:
         """The value of the fact called `name` if it is already computed, else None: for

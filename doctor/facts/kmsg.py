@@ -18,10 +18,10 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from dldoctor.facts import FactContext, fact
+from dldoctor.facts import FactContext, fact, falls_back
 from dldoctor.facts.gpu import normalise_pci_bus_id
 from dldoctor.facts.reading import to_int
-from dldoctor.host.base import DEFAULT_MAX_BYTES, Answer, command_key
+from dldoctor.host.base import DEFAULT_MAX_BYTES, RUN, Answer, command_key
 
 # --- the Xid catalogue ----------------------------------------------------------------
 
@@ -628,6 +628,7 @@ def parse_sxid(
 JOURNAL_ARGV = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso-precise")
 DMESG_ARGV = ("dmesg",)
 DATE_ARGV = ("date", "+%s")
+falls_back((RUN, command_key(JOURNAL_ARGV)), (RUN, command_key(DMESG_ARGV)))
 
 # A kernel log can be large; only the lines some fact parses are kept: the NVIDIA driver's
 # (Xid events), the NVSwitch driver's (SXid events), the PCI core's "available PCIe

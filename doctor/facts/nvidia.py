@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dldoctor.facts import FactContext, FactFailed, fact
+from dldoctor.facts import FactContext, FactFailed, fact, falls_back
 from dldoctor.facts import gpu as g
 from dldoctor.facts.gpu import Gpu, NvidiaStack, normalise_pci_bus_id, reasons_from_mask
 from dldoctor.facts.reading import to_int
@@ -14,9 +14,15 @@ from dldoctor.host.base import (
     MISSING,
     NOT_INSTALLED,
     PERMISSION_DENIED,
+    PROBE,
+    RUN,
     TIMEOUT,
     ProbeFailed,
+    command_key,
 )
+
+SMI_XML_ARGV = ("nvidia-smi", "-q", "-x")
+falls_back((PROBE, "nvml"), (RUN, command_key(SMI_XML_ARGV)))
 
 # NVML init error codes (nvidia-ml-py's NVML_ERROR_*) -> why there are no GPU facts.
 INIT_ERRORS = {
@@ -238,7 +244,7 @@ def _from_nvidia_smi(ctx: FactContext, why: str) -> NvidiaStack | None:
     """The second source. None when nvidia-smi is not there either."""
     from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
 
-    answer = ctx.host.run(["nvidia-smi", "-q", "-x"])
+    answer = ctx.host.run(list(SMI_XML_ARGV))
     if answer.status in (NOT_INSTALLED, MISSING):
         return None
     if answer.status == TIMEOUT:  # a hung driver, or a too short --timeout: no verdict

@@ -17,7 +17,11 @@ PERMISSION_DENIED = "permission_denied"
 TIMEOUT = "timeout"
 NOT_INSTALLED = "not_installed"
 ERROR = "error"
-STATUSES = (OK, MISSING, PERMISSION_DENIED, TIMEOUT, NOT_INSTALLED, ERROR)
+# A foreign report (a sos report) that did not collect this: nothing is known about it on
+# that host, neither present nor absent. `error` holds the whole reason, "not in this sos
+# report (...)"; a check whose evidence holds one is skipped with it (docs/foreign-inputs.md).
+NOT_CAPTURED = "not_captured"
+STATUSES = (OK, MISSING, PERMISSION_DENIED, TIMEOUT, NOT_INSTALLED, ERROR, NOT_CAPTURED)
 
 # Operations a Host answers; they name the entries of a recording.
 READ, LIST, LINK, RUN, STATVFS, PROBE = "read", "list", "link", "run", "statvfs", "probe"
@@ -83,6 +87,8 @@ class Answer:
             return f"{what}: missing"
         if self.status == ERROR:
             return f"{what}: {self.error or 'error'}"
+        if self.status == NOT_CAPTURED:
+            return f"{what}: {self.error or 'not captured'}"
         return f"{what}: ok"
 
     def require(self) -> Answer:

@@ -1,0 +1,61 @@
+"""`--from` of a report another tool wrote: each reader recognises its own layout
+(docs/foreign-inputs.md). A path none recognises is left to the dldoctor bundle reader."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from dldoctor.host.base import Host
+from dldoctor.snapshots.archive import (
+    MAX_FOREIGN_MEMBERS,
+    XZ,
+    compression,
+    first_names,
+    open_archive,
+)
+from dldoctor.snapshots.bundle import BundleError
+
+# Enough of an archive's first names to see whose layout it is.
+PEEK_MEMBERS = 64
+
+
+def _is_sos(path: str) -> bool:
+    from dldoctor.host.sosreport import is_sos_tree, looks_like_sos
+
+    if os.path.isdir(path):
+        return is_sos_tree(path)
+    kind = compression(path)
+    if not kind:
+        return False
+    # dldoctor writes gzip only: an xz archive is a foreign one, and the sos reader (the one
+    # foreign reader of archives so far) says what it lacks.
+    return kind == XZ or looks_like_sos(first_names(path, kind, PEEK_MEMBERS))
+
+
+def _open_sos(path: str, cleanup: contextlib.ExitStack) -> tuple[Host, str]:
+    from dldoctor.host.sosreport import SosReportHost, is_sos_tree
+
+    root = path
+    if not os.path.isdir(path):
+        root = cleanup.enter_context(
+            open_archive(path, compression(path), host_root="", max_members=MAX_FOREIGN_MEMBERS)
+        )
+    if not is_sos_tree(root):
+        raise BundleError(f"{path}: not a sos report: no sos_commands/ and sos_reports/ folders")
+    return SosReportHost(root, label=path), root
+
+
+# (does `path` look like this kind of report, open it: (its Host, the folder it reads)):
+# the first that recognises a path reads it.
+READERS = [(_is_sos, _open_sos)]
+
+
+def open_foreign(path: str, cleanup: contextlib.ExitStack) -> tuple[Host, str] | None:
+    """(the Host of the foreign report at `path`, the folder it reads: an archive is
+    extracted for the life of `cleanup`), or None when no reader recognises the path.
+    Defects are BundleError."""
+    for recognise, open_ in READERS:
+        if recognise(path):
+            return open_(path, cleanup)
+    return None
