@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dldoctor.facts import Fact, FactFailed, Facts
-from dldoctor.host.base import ProbeFailed
+from dldoctor.host.base import NOT_CAPTURED, NotCaptured, ProbeFailed, op_label
 from dldoctor.model import Evidence, Finding, Outcome, Status
 from dldoctor.policy import Policy
 from dldoctor.registry import CheckSpec
@@ -105,11 +105,30 @@ def _unmet(spec: CheckSpec, view: _CheckFacts) -> Outcome | None:
     return None
 
 
+NOT_JUDGED = "a foreign capture holds only what its collector asked for: no verdict on the host"
+
+
+def _uncaptured(outcome: Outcome, evidence: Sequence[Evidence]) -> Outcome:
+    """An outcome that rests on an answer the capture lacks says nothing about the host: a
+    verdict, an error or a reason to skip ("no sensors exposed") alike. It becomes a skip
+    that names what was not captured. (A fact that took what it needed from another answer
+    takes the uncaptured one out of its evidence: FactContext.replaced.)"""
+    missing = list(
+        dict.fromkeys(op_label(e.op, e.key) for e in evidence if e.status == NOT_CAPTURED)
+    )
+    if not missing:
+        return outcome
+    more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+    return Outcome(Status.SKIP, f"not captured: {missing[0]}{more}", (*missing[1:6], NOT_JUDGED))
+
+
 def run_check(spec: CheckSpec, facts: Facts, policy: Policy) -> Finding:
     view = _CheckFacts(facts)
     start = time.monotonic()
     try:
-        outcome = _unmet(spec, view) or _valid(spec.fn(view, policy))
+        outcome = _uncaptured(_unmet(spec, view) or _valid(spec.fn(view, policy)), view.evidence)
+    except NotCaptured as exc:
+        outcome = Outcome(Status.SKIP, str(exc), (NOT_JUDGED,))
     except ProbeFailed as exc:
         outcome = Outcome(Status.ERROR, str(exc))
     except FactFailed as exc:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from dldoctor.host.base import Answer, Host, ProbeFailed, op_label, seconds
+from dldoctor.host.base import NOT_CAPTURED, Answer, Host, ProbeFailed, op_label, seconds
 from dldoctor.host.recording import ObservingHost
 from dldoctor.model import Evidence
 
@@ -86,6 +86,16 @@ class FactContext:
         self._evidence.extend(self._facts.evidence(other))
         return value
 
+    def replaced(self, answer: Answer) -> None:
+        """`answer` was not captured, and the fact took what it needed from another answer
+        (a bug report's `nvidia-smi -q` for NVML): it is no evidence, and must not make
+        the runner skip the checks that rest on the other one."""
+        self._evidence[:] = [
+            e
+            for e in self._evidence
+            if (e.op, e.key, e.status) != (answer.op, answer.key, NOT_CAPTURED)
+        ]
+
 
 class _Slot:
     __slots__ = ("lock", "done", "value", "error", "evidence", "duration", "owner")
@@ -152,7 +162,7 @@ class Facts:
             slot.owner = None
             slot.lock.release()
         if isinstance(slot.error, ProbeFailed):
-            raise ProbeFailed(slot.error.answer)
+            raise type(slot.error)(slot.error.answer)  # NotCaptured stays NotCaptured
         if slot.error is not None:
             raise FactFailed(f"fact {f.name} failed: {_one_line(slot.error)}")
         return slot.value

@@ -17,7 +17,11 @@ PERMISSION_DENIED = "permission_denied"
 TIMEOUT = "timeout"
 NOT_INSTALLED = "not_installed"
 ERROR = "error"
-STATUSES = (OK, MISSING, PERMISSION_DENIED, TIMEOUT, NOT_INSTALLED, ERROR)
+# A foreign capture (an nvidia-bug-report log) holds only what its collector asked for: an
+# answer it lacks was never looked at, which is not "missing on the host". Checks that rest
+# on one are skipped (runner), never judged.
+NOT_CAPTURED = "not_captured"
+STATUSES = (OK, MISSING, PERMISSION_DENIED, TIMEOUT, NOT_INSTALLED, ERROR, NOT_CAPTURED)
 
 # Operations a Host answers; they name the entries of a recording.
 READ, LIST, LINK, RUN, STATVFS, PROBE = "read", "list", "link", "run", "statvfs", "probe"
@@ -83,16 +87,22 @@ class Answer:
             return f"{what}: missing"
         if self.status == ERROR:
             return f"{what}: {self.error or 'error'}"
+        if self.status == NOT_CAPTURED:
+            return f"{what}: not captured" + (f" ({self.error})" if self.error else "")
         return f"{what}: ok"
 
-    def require(self) -> Answer:
+    def require(self, *, uncaptured_ok: bool = False) -> Answer:
         """Return self, or raise ProbeFailed when the probe timed out or broke.
 
         Facts call this where a missing answer has a meaning of its own (absent file) but a
-        timeout or an I/O error means "could not look": the check becomes an `error`.
+        timeout or an I/O error means "could not look": the check becomes an `error`. An
+        answer a foreign capture lacks raises NotCaptured (the check is skipped), unless
+        `uncaptured_ok`: the caller has another source, or can do without it.
         """
         if self.status in (TIMEOUT, ERROR):
             raise ProbeFailed(self)
+        if self.status == NOT_CAPTURED and not uncaptured_ok:
+            raise NotCaptured(self)
         return self
 
 
@@ -114,6 +124,12 @@ class ProbeFailed(Exception):
     def __init__(self, answer: Answer):
         super().__init__(answer.describe())
         self.answer = answer
+
+
+class NotCaptured(ProbeFailed):
+    """The answer is not in the foreign capture being read; checks that depend on it are
+    skipped with that reason (a ProbeFailed, so every fact that lets a failed probe through
+    lets this through too)."""
 
 
 def command_key(argv: Sequence[str]) -> str:
