@@ -623,6 +623,15 @@ def _host_maker(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack)
     if args.bundle and args.root:
         raise UsageError("--from and --root cannot be used together")
     if args.bundle:
+        from dldoctor.host import bugreport  # an nvidia-bug-report.log(.gz): docs/foreign-inputs.md
+
+        if bugreport.recognise(args.bundle):
+            try:
+                log = bugreport.open_bug_report(args.bundle)
+            except bugreport.BadLog as exc:
+                raise InputError(str(exc)) from None
+            return (lambda: log), ""
+    if args.bundle:
         from dldoctor.host.replay import ReplayHost
         from dldoctor.snapshots.archive import read_bundle
         from dldoctor.snapshots.bundle import BundleError
