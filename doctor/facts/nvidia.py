@@ -12,6 +12,7 @@ from dldoctor.facts.reading import to_int
 from dldoctor.host.base import (
     ERROR,
     MISSING,
+    NOT_CAPTURED,
     NOT_INSTALLED,
     PERMISSION_DENIED,
     TIMEOUT,
@@ -239,6 +240,9 @@ def _from_nvidia_smi(ctx: FactContext, why: str) -> NvidiaStack | None:
     from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
 
     answer = ctx.host.run(["nvidia-smi", "-q", "-x"])
+    if answer.status == NOT_CAPTURED:
+        ctx.replaced(answer)
+        return _from_nvidia_smi_text(ctx)
     if answer.status in (NOT_INSTALLED, MISSING):
         return None
     if answer.status == TIMEOUT:  # a hung driver, or a too short --timeout: no verdict
@@ -253,6 +257,25 @@ def _from_nvidia_smi(ctx: FactContext, why: str) -> NvidiaStack | None:
         return NvidiaStack("nvidia-smi", error=kind, error_message=first)
     stack = parse_nvidia_smi_xml(answer.text)
     return NvidiaStack(**{**stack.__dict__, "notes": (*stack.notes, f"NVML not used: {why}")})
+
+
+def _from_nvidia_smi_text(ctx: FactContext) -> NvidiaStack:
+    """A capture's `nvidia-smi -q` text (an nvidia-bug-report holds no XML and no NVML);
+    NotCaptured when it lacks that too. Its exit status is not recorded: a driver that did
+    not answer is known by what nvidia-smi printed."""
+    from dldoctor.facts.nvsmi_text import BANNER, parse_nvidia_smi_text
+
+    answer = ctx.host.run(["nvidia-smi", "-q"]).require()
+    if not answer.ok:
+        return NvidiaStack("nvidia-smi", error=g.PROBE_FAILED, error_message=answer.describe())
+    said = answer.text.strip()
+    if BANNER not in said:
+        kind = next((k for text, k in SMI_ERRORS if text.lower() in said.lower()), None)
+        if kind is not None:
+            return NvidiaStack("nvidia-smi", error=kind, error_message=said.splitlines()[0])
+    stack = parse_nvidia_smi_text(said)
+    note = "from the `nvidia-smi -q` text of a capture (it holds no NVML or XML answer)"
+    return NvidiaStack(**{**stack.__dict__, "notes": (*stack.notes, note)})
 
 
 def _no_nvidia_device(ctx: FactContext) -> bool:
@@ -283,7 +306,9 @@ def nvidia(ctx: FactContext) -> NvidiaStack:
     elif probe.status in (ERROR, PERMISSION_DENIED):  # a broken child or bundle entry
         why = probe.describe()
         stack = NvidiaStack("nvml", error=g.PROBE_FAILED, error_message=why)
-    else:  # pynvml not installed, or no nvml.json in a bundle
+    else:  # pynvml not installed, or no nvml.json in a bundle (or a foreign capture)
+        if probe.status == NOT_CAPTURED:
+            ctx.replaced(probe)
         why = f"pynvml {probe.status}" + (f": {probe.error}" if probe.error else "")
     if stack is not None and stack.error == g.NO_DRIVER and _no_nvidia_device(ctx):
         return stack  # nvidia-smi could only say the same (or hang, on a broken install)
