@@ -97,8 +97,6 @@ def reporting(
 )
 def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
     stack = facts.get(nvidia)
-    bus = facts.get(pci_devices)
-    on_bus = bus.gpus(NVIDIA)
     if stack.usable:
         count = len(stack.gpus)
         cuda = f", CUDA {stack.cuda_driver_version}" if stack.cuda_driver_version else ""
@@ -124,6 +122,8 @@ def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
                 "token under /etc/nvidia/ClientConfigToken, `nvidia-gridd` running).",
             )
         return passed(summary, [*details, *stack.notes])
+    bus = facts.get(pci_devices)  # only now: a capture may hold the driver's answer, no bus
+    on_bus = bus.gpus(NVIDIA)
     why = WHY.get(stack.error, "the NVIDIA driver could not be asked")
     details = [stack.error_message, *stack.notes] if stack.error_message else list(stack.notes)
     if stack.error == g.VERSION_MISMATCH:

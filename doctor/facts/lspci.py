@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, replace
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.host.base import NOT_CAPTURED, NotCaptured
+from dldoctor.host.base import NOT_CAPTURED, RUN, Answer, NotCaptured
 
 # The forms nvidia-bug-report.sh has run, newest first: (the bus in full, details).
 FULL_ARGV = ("lspci", "-nnDvvvxxxx")
@@ -237,7 +237,7 @@ def lspci_bus(ctx: FactContext) -> LspciBus:
     found: dict[str, LspciDevice] = {}
     notes: list[str] = []
     used: list[tuple[str, ...]] = []
-    first = None
+    first: Answer | None = None
     for argv in (FULL_ARGV, LIST_ARGV, *DETAIL_ARGVS):
         answer = ctx.host.run(list(argv)).require(uncaptured_ok=True)
         first = first or answer
@@ -250,8 +250,8 @@ def lspci_bus(ctx: FactContext) -> LspciBus:
         used.append(argv)
         if argv == FULL_ARGV:
             break  # every device, with everything the older forms add
-    if not used:
-        raise NotCaptured(first)  # the checks say that lspci was not captured
+    if not used:  # the checks say that lspci was not captured, in none of its forms
+        raise NotCaptured(Answer(RUN, "lspci", NOT_CAPTURED, error=first.error if first else ""))
     complete = used[0] in (FULL_ARGV, LIST_ARGV)
     if not complete:
         notes.append("only NVIDIA and PLX devices were listed (no `lspci -nn` section)")

@@ -166,12 +166,13 @@ def parse_bug_report(data: bytes) -> BugReport:
     """The sections of a log; never raises (a log with no section at all is the caller's
     to refuse)."""
     lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the newline that ends the last line
     starts = [i for i, line in enumerate(lines) if line.rstrip(b"\r") == SEPARATOR]
     sections: list[Section] = []
     notes: list[str] = []
     meta: dict[bytes, str] = {}
-    ends = [*starts[1:], len(lines)]
-    for start, end in zip(starts, ends, strict=True):
+    for start, end in zip(starts, [*starts[1:], len(lines)][: len(starts)], strict=True):
         block = lines[start + 1 : end]
         first = next((i for i, line in enumerate(block) if line.strip()), None)
         if first is None:
@@ -228,10 +229,9 @@ def _sections(header: bytes, rest: list[bytes], line: int) -> list[Section]:
                 return [Section(kind, _path(name[: -len(suffix)]), b"", line)]
         if rest and rest[0].startswith(b"*** ls:"):
             rest = rest[1:]
-        # report_file() ends a file with `echo ""`: one newline more than the file has.
-        body = b"\n".join(rest)
-        body = body[:-1] if body.endswith(b"\n") else body
-        return [Section("file", _path(name), body, line)]
+        # Each line was followed by a newline; report_file() ends a file with `echo ""`,
+        # one newline more than the file has.
+        return [Section("file", _path(name), b"\n".join(rest), line)]
     return _commands(header, rest, line)
 
 
