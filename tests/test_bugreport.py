@@ -29,6 +29,7 @@ from dldoctor.host.bugreport import (
     read_log,
     recognise,
 )
+from dldoctor.host.replay import ReplayHost
 from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks
 from dldoctor.runner import run_check
@@ -355,6 +356,25 @@ def test_snapshot_converts_a_log_into_a_redacted_bundle_that_replays_alike(tmp_p
     replayed = {f["id"]: (f["status"], f["summary"]) for f in _findings(bundle)}
     assert {k: v[0] for k, v in replayed.items()} == {k: v[0] for k, v in direct.items()}
     assert replayed["gpu.driver.version"] == direct["gpu.driver.version"]
+
+
+def test_a_converted_bundle_still_says_not_captured_for_what_no_one_asked(tmp_path):
+    """A later dldoctor may ask a converted bundle something new: never "missing"."""
+    folder = tmp_path / "case"
+    proc = run_dldoctor("snapshot", "--dir", "--from", str(REAL), "-o", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((folder / "manifest.json").read_text())["absent"] == NOT_CAPTURED
+    converted, ordinary = ReplayHost(str(folder)), ReplayHost(str(HOSTS / "ubuntu2204-healthy"))
+    assert converted.read("/etc/never-asked").status == NOT_CAPTURED
+    assert converted.run(["never-run"]).status == NOT_CAPTURED
+    assert converted.read("/proc/modules").status == OK  # what the log held is kept
+    assert ordinary.read("/etc/never-asked").status == MISSING
+    again = tmp_path / "again"
+    proc = run_dldoctor("snapshot", "--dir", "--from", str(HOSTS / "ubuntu2204-healthy"),
+                        "-o", str(again))  # fmt: skip
+    assert proc.returncode == 0 and "absent" not in json.loads(
+        (again / "manifest.json").read_text()
+    )
 
 
 # --- hostile logs: one line, exit 4, never a traceback ------------------------------------

@@ -140,6 +140,9 @@ class Host(ABC):
     """All I/O with the machine. Implementations: LiveHost, RecordingHost, ReplayHost."""
 
     kind = "abstract"
+    # What an answer the source does not have means: missing on the host. A foreign capture
+    # (host/bugreport.py), and a bundle converted from one, answer not_captured instead.
+    absent = MISSING
 
     @abstractmethod
     def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer: ...

@@ -280,6 +280,7 @@ def command_words(name: str) -> tuple[str, ...]:
 
 class BugReportHost(Host):
     kind = "nvidia-bug-report"
+    absent = NOT_CAPTURED
 
     def __init__(self, report: BugReport, path: str = ""):
         self.report = report
