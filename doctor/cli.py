@@ -75,7 +75,8 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         "--from",
         dest="bundle",
         metavar="BUNDLE",
-        help="diagnose a recorded bundle (a directory or a .tar.gz) instead of this host",
+        help="diagnose a recorded bundle (a directory or a .tar.gz), or an nvidia-bug-report "
+        "log, instead of this host",
     )
     p.add_argument("--policy", metavar="FILE", help="TOML policy file (default: built-in)")
     p.add_argument(

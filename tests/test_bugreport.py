@@ -188,7 +188,7 @@ def test_the_hex_decoded_link_agrees_with_nvidia_smi_in_the_same_log():
 
 
 def test_lspci_text_links_and_ports_of_a_real_hgx_capture():
-    text = gzip.decompress((CORPUS / "lspci" / "gpud-dell-xe9680-lspci-vvv.txt.gz").read_bytes())
+    text = gzip.decompress((CORPUS / "lspci" / "gpud-dell-8xh100-lspci-vvv.txt.gz").read_bytes())
     devices, notes = parse_lspci(text.decode())
     assert notes == [] and len(devices) == 517
     by = {d.address: d for d in devices}
@@ -209,7 +209,7 @@ def test_lspci_text_links_and_ports_of_a_real_hgx_capture():
 
 
 def test_lspci_survives_cut_and_odd_blocks():
-    text = gzip.decompress((CORPUS / "lspci" / "gpud-dell-xe9680-lspci-vvv.txt.gz").read_bytes())
+    text = gzip.decompress((CORPUS / "lspci" / "gpud-dell-8xh100-lspci-vvv.txt.gz").read_bytes())
     cut = text.decode()[: len(text) // 3]
     devices, _ = parse_lspci(cut + "\n00: zz zz\n0000:ff:00.0 3D controller: ")
     assert len(devices) > 100
