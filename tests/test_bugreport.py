@@ -443,3 +443,16 @@ def test_every_answer_of_a_parsed_log_is_one_of_the_host_statuses(tmp_path):
     statuses |= {host.run(list(command_words(s.name))).status
                  for s in host.report.sections if s.kind == "command" and command_words(s.name)}  # fmt: skip
     assert statuses <= {OK, MISSING}
+
+
+def test_the_app_shows_the_log_as_its_read_only_source():
+    from dldoctor.registry import ordered
+    from dldoctor.tui.session import Session
+
+    host = open_bug_report(str(REAL))
+    session = Session(lambda: host, Policy(), ordered(builtin_checks()), read_only=True,
+                      label=str(REAL))  # fmt: skip
+    session.start().join(timeout=30)
+    view = session.host_view()
+    assert (view.name, view.source) == ("shield-616-2", f"{REAL} (read-only)")
+    assert "352.63" in view.driver
