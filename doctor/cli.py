@@ -628,10 +628,10 @@ def _host_maker(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack)
 
         if bugreport.recognise(args.bundle):
             try:
-                log = bugreport.open_bug_report(args.bundle)
+                capture = bugreport.open_bug_report(args.bundle)
             except bugreport.BadLog as exc:
                 raise InputError(str(exc)) from None
-            return (lambda: log), ""
+            return (lambda: capture), ""
     if args.bundle:
         from dldoctor.host.replay import ReplayHost
         from dldoctor.snapshots.archive import read_bundle
