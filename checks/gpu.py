@@ -707,11 +707,14 @@ XID_WATCH = frozenset({63, 92, 94, 121})
     "Application Xids (13, 31, 43, ...) point at the program that ran.",
 )
 def xid_errors(facts: Facts, policy: Policy) -> Outcome:
-    stack = facts.get(nvidia)
-    if stack.error in (g.NO_DRIVER, g.NO_SOURCE) and not facts.get(pci_devices).gpus(NVIDIA):
-        # NVRM lines come from the NVIDIA kernel module: without it there are none to find.
-        return skipped(WHY[stack.error])
     log = facts.get(xid_events)
+    # Events are a verdict whatever the driver says now: a bug report cut short by an
+    # nvidia-smi that hung on a lost GPU has its dmesg, not its nvidia-smi section.
+    if not log.events and not facts.get(pci_devices).gpus(NVIDIA):
+        stack = facts.get(nvidia)
+        if stack.error in (g.NO_DRIVER, g.NO_SOURCE):
+            # NVRM lines come from the NVIDIA kernel module: without it there are none.
+            return skipped(WHY[stack.error])
     if not log.readable:
         return skipped("the kernel log is not readable", log.notes)
     window_s = policy.gpu.xid_window_hours * 3600

@@ -631,6 +631,8 @@ def _host_maker(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack)
                 capture = bugreport.open_bug_report(args.bundle)
             except bugreport.BadLog as exc:
                 raise InputError(str(exc)) from None
+            if not capture.report.complete:
+                log.warning("%s: %s", args.bundle, capture.report.notes[-1])
             return (lambda: capture), ""
     if args.bundle:
         from dldoctor.host.replay import ReplayHost

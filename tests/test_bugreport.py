@@ -456,3 +456,16 @@ def test_the_app_shows_the_log_as_its_read_only_source():
     view = session.host_view()
     assert (view.name, view.source) == ("shield-616-2", f"{REAL} (read-only)")
     assert "352.63" in view.driver
+
+
+def test_a_log_the_script_did_not_finish_is_read_with_a_warning(tmp_path):
+    text = gzip.decompress(REAL.read_bytes())
+    cut = tmp_path / "nvidia-bug-report.log"
+    cut.write_bytes(text[: text.index(b"*** /proc/cmdline")])  # hung after nvidia-settings
+    proc = run_dldoctor("--check", "--json", "--from", str(cut))
+    assert proc.stderr.splitlines() == [
+        f"dldoctor: {cut}: no epilogue: the script did not finish (it hung, or the log is cut)"
+    ]
+    by_id = {f["id"]: f for f in report_of(proc)["findings"]}
+    assert by_id["gpu.xid"]["status"] == "pass"  # dmesg came before the cut
+    assert "not captured" in by_id["system.memory"]["summary"]  # /proc/meminfo after it
