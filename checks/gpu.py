@@ -97,8 +97,6 @@ def reporting(
 )
 def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
     stack = facts.get(nvidia)
-    bus = facts.get(pci_devices)
-    on_bus = bus.gpus(NVIDIA)
     if stack.usable:
         count = len(stack.gpus)
         cuda = f", CUDA {stack.cuda_driver_version}" if stack.cuda_driver_version else ""
@@ -124,6 +122,8 @@ def driver_loaded(facts: Facts, policy: Policy) -> Outcome:
                 "token under /etc/nvidia/ClientConfigToken, `nvidia-gridd` running).",
             )
         return passed(summary, [*details, *stack.notes])
+    bus = facts.get(pci_devices)  # only now: a capture may hold the driver's answer, no bus
+    on_bus = bus.gpus(NVIDIA)
     why = WHY.get(stack.error, "the NVIDIA driver could not be asked")
     details = [stack.error_message, *stack.notes] if stack.error_message else list(stack.notes)
     if stack.error == g.VERSION_MISMATCH:
@@ -727,11 +727,14 @@ XID_WATCH = frozenset({63, 92, 94, 121})
     "Application Xids (13, 31, 43, ...) point at the program that ran.",
 )
 def xid_errors(facts: Facts, policy: Policy) -> Outcome:
-    stack = facts.get(nvidia)
-    if stack.error in (g.NO_DRIVER, g.NO_SOURCE) and not facts.get(pci_devices).gpus(NVIDIA):
-        # NVRM lines come from the NVIDIA kernel module: without it there are none to find.
-        return skipped(WHY[stack.error])
     log = facts.get(xid_events)
+    # Events are a verdict whatever the driver says now: a bug report cut short by an
+    # nvidia-smi that hung on a lost GPU has its dmesg, not its nvidia-smi section.
+    if not log.events and not facts.get(pci_devices).gpus(NVIDIA):
+        stack = facts.get(nvidia)
+        if stack.error in (g.NO_DRIVER, g.NO_SOURCE):
+            # NVRM lines come from the NVIDIA kernel module: without it there are none.
+            return skipped(WHY[stack.error])
     if not log.readable:
         return skipped("the kernel log is not readable", log.notes)
     window_s = policy.gpu.xid_window_hours * 3600

@@ -225,6 +225,8 @@ def bandwidth_limited(facts: Facts, policy: Policy) -> Outcome:
 )
 def aer(facts: Facts, policy: Policy) -> Outcome:
     links = facts.get(pcie_links)
+    if links.source != "sysfs":  # lspci prints AER status bits, not the kernel's counters
+        return skipped("AER counters not captured: the kernel keeps them in sysfs, not in lspci")
     counted = [x for x in links.links if x.aer_correctable is not None or x.aer_fatal is not None]
     if not counted:
         return skipped("the kernel keeps no AER counters for these devices")

@@ -87,8 +87,8 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         "--from",
         dest="bundle",
         metavar="BUNDLE",
-        help="diagnose a recorded bundle (a directory or a .tar.gz), or a sos report (a "
-        "directory, .tar.xz or .tar.gz), instead of this host",
+        help="diagnose a recorded bundle (a directory or a .tar.gz), a sos report (a "
+        "directory, .tar.xz or .tar.gz) or an nvidia-bug-report log, instead of this host",
     )
     p.add_argument("--policy", metavar="FILE", help="TOML policy file (default: built-in)")
     p.add_argument(
@@ -765,7 +765,7 @@ def _host_maker(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack)
         from dldoctor.snapshots.bundle import BundleError
 
         try:
-            foreign = open_foreign(args.bundle, cleanup)  # a sos report (docs/foreign-inputs.md)
+            foreign = open_foreign(args.bundle, cleanup)  # docs/foreign-inputs.md
             if foreign is not None:
                 return (lambda: foreign[0]), foreign[1]
             reader, changed = read_bundle(args.bundle, cleanup)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dldoctor.facts import Fact, FactFailed, Facts
-from dldoctor.host.base import ProbeFailed
+from dldoctor.host.base import NOT_CAPTURED, NotCaptured, ProbeFailed
 from dldoctor.model import Evidence, Finding, Outcome, Status
 from dldoctor.policy import Policy
 from dldoctor.registry import CheckSpec
@@ -105,22 +105,42 @@ def _unmet(spec: CheckSpec, view: _CheckFacts) -> Outcome | None:
     return None
 
 
+NOT_JUDGED = "a foreign capture holds only what its collector asked for: no verdict on the host"
+
+
+def _uncaptured(outcome: Outcome, evidence: Sequence[Evidence], facts: Facts) -> Outcome:
+    """An outcome that rests on an answer a foreign capture lacks says nothing about the
+    host: a verdict (often "absent"), an error or a reason to skip ("no sensors exposed")
+    alike. It becomes a skip that says what was not captured. (A fact that took what it
+    needed from another answer takes the uncaptured one out of its evidence:
+    FactContext.replaced.) A live host and a dldoctor bundle never answer `not_captured`."""
+    missing = list(
+        dict.fromkeys(
+            facts.uncaptured_reason(e.op, e.key) for e in evidence if e.status == NOT_CAPTURED
+        )
+    )
+    if not missing:
+        return outcome
+    return Outcome(Status.SKIP, missing[0], (*missing[1:6], NOT_JUDGED))
+
+
 def run_check(spec: CheckSpec, facts: Facts, policy: Policy) -> Finding:
     view = _CheckFacts(facts)
     start = time.monotonic()
     try:
         outcome = _unmet(spec, view) or _valid(spec.fn(view, policy))
+    except NotCaptured as exc:
+        answer = exc.answer  # what is missing, even where a fact gave it in its own words
+        view.evidence.append(Evidence(answer.op, answer.key, answer.status))
+        facts.note_gap(answer)
+        outcome = Outcome(Status.SKIP, facts.uncaptured_reason(answer.op, answer.key))
     except ProbeFailed as exc:
         outcome = Outcome(Status.ERROR, str(exc))
     except FactFailed as exc:
         outcome = Outcome(Status.ERROR, str(exc))
     except Exception as exc:
         outcome = _crashed("check", exc)
-    # A foreign report that did not collect what the check read says nothing about it: what
-    # the check concluded (often "absent") would be a false verdict.
-    gaps = facts.uncaptured(view.evidence)
-    if gaps:
-        outcome = Outcome(Status.SKIP, gaps[0], tuple(gaps[1:]))
+    outcome = _uncaptured(outcome, view.evidence, facts)
     return finding_for(spec, outcome, view.evidence, time.monotonic() - start)
 
 

@@ -27,6 +27,7 @@ from dldoctor.host.base import (
     ERROR,
     LINK,
     LIST,
+    MISSING,
     OK,
     PROBE,
     READ,
@@ -126,6 +127,7 @@ def write_bundle(
     report: dict | None = None,
     argv: Sequence[str] = (),
     extra_files: dict[str, bytes] | None = None,
+    absent: str = MISSING,
 ) -> str:
     """Write a bundle directory at `dest` (which must not exist) and return its path.
 
@@ -134,7 +136,7 @@ def write_bundle(
     """
     dest, tmp = work_beside(dest, ".dldoctor-bundle-")
     try:
-        _write_tree(tmp, answers, report, argv, extra_files or {})
+        _write_tree(tmp, answers, report, argv, extra_files or {}, absent)
         os.rename(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -142,7 +144,7 @@ def write_bundle(
     return dest
 
 
-def _write_tree(root, answers, report, argv, extra_files) -> None:
+def _write_tree(root, answers, report, argv, extra_files, absent=MISSING) -> None:
     index: dict[str, dict[str, Any]] = {READ: {}, LIST: {}, LINK: {}, STATVFS: {}}
     written: dict[str, bytes] = {}
     folder_argv: dict[str, list[str]] = {}
@@ -208,6 +210,8 @@ def _write_tree(root, answers, report, argv, extra_files) -> None:
         "argv": list(argv),
         "files": file_digests(written),
     }
+    if absent != MISSING:  # converted from a capture: what it lacks was never looked at
+        manifest["absent"] = absent
     put(MANIFEST, _json_bytes(manifest))
 
 

@@ -45,17 +45,6 @@ class FactFailed(Exception):
     """A fact's code raised; every check that needs it ends as `error`."""
 
 
-# (op, key) of a source a fact reads first -> (op, key) of the one it falls back to when
-# the first gives nothing. A foreign report that lacks the first but holds the second
-# still gives the verdict: the fact read what a host without the first would give it.
-FALLBACKS: dict[tuple[str, str], tuple[str, str]] = {}
-
-
-def falls_back(first: tuple[str, str], then: tuple[str, str]) -> None:
-    """Declare that a fact reads `then` when `first` gives nothing (module level)."""
-    FALLBACKS[first] = then
-
-
 class _EvidenceHost(ObservingHost):
     def __init__(self, inner: Host, sink: list[Evidence], facts: Facts):
         super().__init__(inner)
@@ -71,8 +60,7 @@ class _EvidenceHost(ObservingHost):
     def seen(self, answer: Answer, argv: Sequence[str] | None) -> None:
         self.facts._doing.pop(threading.get_ident(), None)
         self.sink.append(Evidence(answer.op, answer.key, answer.status))
-        if answer.status == NOT_CAPTURED:
-            self.facts._gaps[(answer.op, answer.key)] = answer.error
+        self.facts.note_gap(answer)
 
 
 class FactContext:
@@ -95,9 +83,20 @@ class FactContext:
             self._facts._doing.pop(me, None)
 
     def get(self, other: Fact[T]) -> T:
-        value = self._facts.get(other)
-        self._evidence.extend(self._facts.evidence(other))
-        return value
+        try:
+            return self._facts.get(other)
+        finally:  # a fact that failed still says what it read (a probe not captured)
+            self._evidence.extend(self._facts.evidence(other))
+
+    def replaced(self, answer: Answer) -> None:
+        """`answer` was not captured, and the fact took what it needed from another answer
+        (a bug report's `nvidia-smi -q` for NVML): it is no evidence, and must not make
+        the runner skip the checks that rest on the other one."""
+        self._evidence[:] = [
+            e
+            for e in self._evidence
+            if (e.op, e.key, e.status) != (answer.op, answer.key, NOT_CAPTURED)
+        ]
 
 
 class _Slot:
@@ -166,7 +165,7 @@ class Facts:
             slot.owner = None
             slot.lock.release()
         if isinstance(slot.error, ProbeFailed):
-            raise ProbeFailed(slot.error.answer)
+            raise type(slot.error)(slot.error.answer)  # NotCaptured stays NotCaptured
         if slot.error is not None:
             raise FactFailed(f"fact {f.name} failed: {_one_line(slot.error)}")
         return slot.value
@@ -192,17 +191,14 @@ class Facts:
             slot.evidence = tuple(dict.fromkeys(evidence))
             slot.done = True
 
-    def uncaptured(self, evidence: Sequence[Evidence]) -> list[str]:
-        """Why each answer of `evidence` that the source did not capture leaves the verdict
-        unknown: one reason per answer, none for an answer whose declared fallback the
-        source did capture (FALLBACKS). Empty for a live host and a dldoctor bundle."""
-        held = {(e.op, e.key) for e in evidence if e.status != NOT_CAPTURED}
-        reasons = (
-            self._gaps.get((e.op, e.key)) or f"{op_label(e.op, e.key)}: not captured"
-            for e in evidence
-            if e.status == NOT_CAPTURED and FALLBACKS.get((e.op, e.key)) not in held
-        )
-        return list(dict.fromkeys(reasons))
+    def note_gap(self, answer: Answer) -> None:
+        """Keep why a foreign capture lacks `answer` (for the skip it causes)."""
+        if answer.status == NOT_CAPTURED and answer.error:
+            self._gaps.setdefault((answer.op, answer.key), answer.error)
+
+    def uncaptured_reason(self, op: str, key: str) -> str:
+        """Why a foreign capture's answer to (op, key) is not there, as its Host said."""
+        return self._gaps.get((op, key)) or f"{op_label(op, key)}: not captured"
 
     def peek(self, name: str) -> Any:
         """The value of the fact called `name` if it is already computed, else None: for

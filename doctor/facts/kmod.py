@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
+from dldoctor.host.base import NOT_CAPTURED
 
 MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d")
 
@@ -43,7 +44,10 @@ def modules(ctx: FactContext) -> Modules:
     if "nvidia" in loaded:
         proc = ctx.host.read("/proc/driver/nvidia/version", max_bytes=4096).require()
         is_open = "Open Kernel Module" in proc.text
-        said = ctx.host.read("/sys/module/nvidia/version", max_bytes=256).require().text.strip()
+        sys_version = ctx.host.read("/sys/module/nvidia/version", max_bytes=256)
+        if sys_version.require(uncaptured_ok=True).status == NOT_CAPTURED:
+            ctx.replaced(sys_version)  # a bug report has /proc/driver/nvidia/version
+        said = sys_version.text.strip()
         if said and not _DRIVER_VERSION.fullmatch(said):
             # Not a version: no verdict may compare it with the library's.
             notes.append(f"/sys/module/nvidia/version reads {said[:40]!r}, not a version")

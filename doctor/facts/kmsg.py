@@ -18,10 +18,10 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from dldoctor.facts import FactContext, fact, falls_back
+from dldoctor.facts import FactContext, fact
 from dldoctor.facts.gpu import normalise_pci_bus_id
 from dldoctor.facts.reading import to_int
-from dldoctor.host.base import DEFAULT_MAX_BYTES, RUN, Answer, command_key
+from dldoctor.host.base import DEFAULT_MAX_BYTES, NOT_CAPTURED, Answer, command_key
 
 # --- the Xid catalogue ----------------------------------------------------------------
 
@@ -628,7 +628,6 @@ def parse_sxid(
 JOURNAL_ARGV = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso-precise")
 DMESG_ARGV = ("dmesg",)
 DATE_ARGV = ("date", "+%s")
-falls_back((RUN, command_key(JOURNAL_ARGV)), (RUN, command_key(DMESG_ARGV)))
 
 # A kernel log can be large; only the lines some fact parses are kept: the NVIDIA driver's
 # (Xid events), the NVSwitch driver's (SXid events), the PCI core's "available PCIe
@@ -696,7 +695,9 @@ def kernel_log(ctx: FactContext) -> KernelLogText:
     asked for when some line was kept.
     """
     notes: list[str] = []
-    journal = ctx.host.run(list(JOURNAL_ARGV)).require()
+    journal = ctx.host.run(list(JOURNAL_ARGV)).require(uncaptured_ok=True)
+    if journal.status == NOT_CAPTURED:  # an nvidia-bug-report has dmesg, not the journal
+        ctx.replaced(journal)
     why = _why_unusable(journal)
     if not why and not _journal_has_entries(journal.value.stdout):
         why = "the journal has no kernel messages for this boot"
@@ -759,7 +760,9 @@ def _now_epoch(ctx: FactContext) -> tuple[float | None, list[str]]:
 
 
 def _now_monotonic(ctx: FactContext) -> tuple[float | None, list[str]]:
-    answer = ctx.host.read("/proc/uptime", max_bytes=256).require()
+    answer = ctx.host.read("/proc/uptime", max_bytes=256).require(uncaptured_ok=True)
+    if answer.status == NOT_CAPTURED:  # the ages are unknown, the events are still there
+        ctx.replaced(answer)
     if answer.ok:
         first = answer.text.split()[:1]
         try:

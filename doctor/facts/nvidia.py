@@ -5,24 +5,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dldoctor.facts import FactContext, FactFailed, fact, falls_back
+from dldoctor.facts import FactContext, FactFailed, fact
 from dldoctor.facts import gpu as g
 from dldoctor.facts.gpu import Gpu, NvidiaStack, normalise_pci_bus_id, reasons_from_mask
 from dldoctor.facts.reading import to_int
 from dldoctor.host.base import (
     ERROR,
     MISSING,
+    NOT_CAPTURED,
     NOT_INSTALLED,
     PERMISSION_DENIED,
-    PROBE,
-    RUN,
     TIMEOUT,
     ProbeFailed,
-    command_key,
 )
 
 SMI_XML_ARGV = ("nvidia-smi", "-q", "-x")
-falls_back((PROBE, "nvml"), (RUN, command_key(SMI_XML_ARGV)))
 
 # NVML init error codes (nvidia-ml-py's NVML_ERROR_*) -> why there are no GPU facts.
 INIT_ERRORS = {
@@ -245,6 +242,9 @@ def _from_nvidia_smi(ctx: FactContext, why: str) -> NvidiaStack | None:
     from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
 
     answer = ctx.host.run(list(SMI_XML_ARGV))
+    if answer.status == NOT_CAPTURED:
+        ctx.replaced(answer)
+        return _from_nvidia_smi_text(ctx)
     if answer.status in (NOT_INSTALLED, MISSING):
         return None
     if answer.status == TIMEOUT:  # a hung driver, or a too short --timeout: no verdict
@@ -259,6 +259,25 @@ def _from_nvidia_smi(ctx: FactContext, why: str) -> NvidiaStack | None:
         return NvidiaStack("nvidia-smi", error=kind, error_message=first)
     stack = parse_nvidia_smi_xml(answer.text)
     return NvidiaStack(**{**stack.__dict__, "notes": (*stack.notes, f"NVML not used: {why}")})
+
+
+def _from_nvidia_smi_text(ctx: FactContext) -> NvidiaStack:
+    """A capture's `nvidia-smi -q` text (an nvidia-bug-report holds no XML and no NVML);
+    NotCaptured when it lacks that too. Its exit status is not recorded: a driver that did
+    not answer is known by what nvidia-smi printed."""
+    from dldoctor.facts.nvsmi_text import BANNER, parse_nvidia_smi_text
+
+    answer = ctx.host.run(["nvidia-smi", "-q"]).require()
+    if not answer.ok:
+        return NvidiaStack("nvidia-smi", error=g.PROBE_FAILED, error_message=answer.describe())
+    said = answer.text.strip()
+    if BANNER not in said:
+        kind = next((k for text, k in SMI_ERRORS if text.lower() in said.lower()), None)
+        if kind is not None:
+            return NvidiaStack("nvidia-smi", error=kind, error_message=said.splitlines()[0])
+    stack = parse_nvidia_smi_text(said)
+    note = "from the `nvidia-smi -q` text of a capture (it holds no NVML or XML answer)"
+    return NvidiaStack(**{**stack.__dict__, "notes": (*stack.notes, note)})
 
 
 def _no_nvidia_device(ctx: FactContext) -> bool:
@@ -289,7 +308,9 @@ def nvidia(ctx: FactContext) -> NvidiaStack:
     elif probe.status in (ERROR, PERMISSION_DENIED):  # a broken child or bundle entry
         why = probe.describe()
         stack = NvidiaStack("nvml", error=g.PROBE_FAILED, error_message=why)
-    else:  # pynvml not installed, or no nvml.json in a bundle
+    else:  # pynvml not installed, or no nvml.json in a bundle (or a foreign capture)
+        if probe.status == NOT_CAPTURED:
+            ctx.replaced(probe)
         why = f"pynvml {probe.status}" + (f": {probe.error}" if probe.error else "")
     if stack is not None and stack.error == g.NO_DRIVER and _no_nvidia_device(ctx):
         return stack  # nvidia-smi could only say the same (or hang, on a broken install)

@@ -64,7 +64,7 @@ def parse_nvidia_smi_xml(text: str) -> NvidiaStack:
     except _NotParseable as e:
         return _unparseable(str(e))
     try:
-        return _stack(root, notes)
+        return document_stack(root, notes)
     except Exception as e:  # a bug here must not cost the whole run its GPU facts
         return _unparseable(f"unexpected content ({type(e).__name__}: {e})")
 
@@ -117,7 +117,9 @@ def _root_of(text: Any) -> tuple[ET.Element, list[str]]:
     return root, notes
 
 
-def _stack(root: ET.Element, notes: list[str]) -> NvidiaStack:
+def document_stack(root: ET.Element, notes: list[str]) -> NvidiaStack:
+    """The stack an <nvidia_smi_log> element describes (also built from `nvidia-smi -q`
+    text by facts/nvsmi_text.py); raises on what it cannot handle."""
     top = _Reader(root)
     driver = top.text(root, "driver_version", "driver_version") or ""
     cuda = top.text(root, "cuda_version", "cuda_driver_version") or ""

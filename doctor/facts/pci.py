@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import read_text, to_int
+from dldoctor.host.base import NOT_CAPTURED
 
 NVIDIA = "10de"
 AMD = "1002"
@@ -42,6 +43,7 @@ class PciBus:
     devices: tuple[PciDevice, ...] = ()
     readable: bool = True
     notes: tuple[str, ...] = ()
+    source: str = "sysfs"  # or the lspci command lines of a capture without /sys
 
     def gpus(self, vendor: str) -> tuple[PciDevice, ...]:
         return tuple(d for d in self.devices if d.vendor == vendor and d.is_display)
@@ -67,7 +69,10 @@ def _hex(text: str) -> str:
 @fact("pci.devices")
 def pci_devices(ctx: FactContext) -> PciBus:
     host = ctx.host
-    listing = host.listdir(DEVICES).require()
+    listing = host.listdir(DEVICES).require(uncaptured_ok=True)
+    if listing.status == NOT_CAPTURED:  # an nvidia-bug-report: its lspci sections instead
+        ctx.replaced(listing)
+        return _from_lspci(ctx)
     if not listing.ok:
         return PciBus(readable=False, notes=(f"{DEVICES}: {listing.status}",))
     devices, notes = [], []
@@ -91,3 +96,18 @@ def pci_devices(ctx: FactContext) -> PciBus:
         device = _hex(read_text(host, f"{base}/device", notes, max_bytes=64) or "")
         devices.append(PciDevice(address, vendor_id, device, class_code, driver, numa))
     return PciBus(tuple(devices), True, tuple(notes))
+
+
+def _from_lspci(ctx: FactContext) -> PciBus:
+    from dldoctor.facts.lspci import lspci_bus
+
+    bus = ctx.get(lspci_bus)
+    devices, notes = [], list(bus.notes)
+    for d in bus.devices:
+        if not (d.vendor and d.class_code):
+            notes.append(f"{d.address}: no vendor or class in the lspci output: left out")
+            continue
+        devices.append(
+            PciDevice(d.address, d.vendor, d.device, d.class_code, d.driver, d.numa_node)
+        )
+    return PciBus(tuple(devices), True, tuple(notes), source=bus.source)

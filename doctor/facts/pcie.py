@@ -196,6 +196,7 @@ class PcieLinks:
     notes: tuple[str, ...] = ()
     readable: bool = True  # False: /sys/bus/pci/devices could not be listed
     unplaced: tuple[str, ...] = ()  # devices whose ports above could not be read
+    source: str = "sysfs"  # or the lspci command lines (no AER counters there)
 
     @cached_property
     def _by_address(self) -> dict[str, PcieLink]:
@@ -335,6 +336,8 @@ def pcie_links(ctx: FactContext) -> PcieLinks:
     bus = ctx.get(pci_devices)
     if not bus.readable:
         return PcieLinks((), bus.notes, readable=False)
+    if bus.source != "sysfs":
+        return _links_from_lspci(ctx, bus)
     listed = {dev.address: dev for dev in bus.devices}
     links: dict[str, PcieLink] = {}
     ports: dict[str, tuple[str, ...]] = {}  # port -> the ports above it
@@ -359,6 +362,42 @@ def pcie_links(ctx: FactContext) -> PcieLinks:
             continue
         links[address] = _link(ctx.host, dev, above, port=True)
     return PcieLinks(tuple(links[a] for a in sorted(links)), tuple(notes), unplaced=tuple(unplaced))
+
+
+def _links_from_lspci(ctx: FactContext, bus) -> PcieLinks:
+    """What a capture's lspci says: LnkSta as the current link, LnkCap as its maximum."""
+    from dldoctor.facts.lspci import lspci_bus
+
+    listing = ctx.get(lspci_bus)
+    by_address = {d.address: d for d in listing.devices}
+    chosen = {d.address: () for d in bus.devices if worth_a_link_check(d)}
+    unplaced = []
+    for address in list(chosen):
+        upstream = listing.upstream(by_address[address])
+        if upstream is None:
+            unplaced.append(address)
+        chosen[address] = upstream or ()
+        for i, port in enumerate(upstream or ()):
+            chosen.setdefault(port, upstream[i + 1 :])
+    links = []
+    for address, upstream in sorted(chosen.items()):
+        d = by_address.get(address)
+        if d is None or not d.link_from:
+            continue  # lspci printed no link for it (no PCI Express capability)
+        links.append(
+            PcieLink(
+                address=address, vendor=d.vendor, device=d.device, class_code=d.class_code,
+                driver=d.driver, current_gts=d.current_gts, max_gts=d.max_gts,
+                current_width=d.current_width, max_width=d.max_width, upstream=upstream,
+                aer_correctable=None, aer_nonfatal=None, aer_fatal=None,
+                numa_node=d.numa_node, local_cpulist="",
+                notes=(f"link from lspci ({d.link_from})",),
+            )
+        )  # fmt: skip
+    notes = list(bus.notes)
+    if unplaced:
+        notes.append(f"{len(unplaced)} device(s): the ports above are not in the lspci output")
+    return PcieLinks(tuple(links), tuple(notes), unplaced=tuple(unplaced), source=bus.source)
 
 
 @fact("pcie.bandwidth_limits")

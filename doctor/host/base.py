@@ -17,9 +17,10 @@ PERMISSION_DENIED = "permission_denied"
 TIMEOUT = "timeout"
 NOT_INSTALLED = "not_installed"
 ERROR = "error"
-# A foreign report (a sos report) that did not collect this: nothing is known about it on
-# that host, neither present nor absent. `error` holds the whole reason, "not in this sos
-# report (...)"; a check whose evidence holds one is skipped with it (docs/foreign-inputs.md).
+# A foreign capture (a sos report, an nvidia-bug-report log) that did not collect this:
+# nothing is known about it on that host, neither present nor absent. `error` holds the
+# whole reason ("not in this sos report (...)"); a check whose evidence holds one is
+# skipped with it (runner; docs/foreign-inputs.md).
 NOT_CAPTURED = "not_captured"
 STATUSES = (OK, MISSING, PERMISSION_DENIED, TIMEOUT, NOT_INSTALLED, ERROR, NOT_CAPTURED)
 
@@ -91,14 +92,18 @@ class Answer:
             return f"{what}: {self.error or 'not captured'}"
         return f"{what}: ok"
 
-    def require(self) -> Answer:
+    def require(self, *, uncaptured_ok: bool = False) -> Answer:
         """Return self, or raise ProbeFailed when the probe timed out or broke.
 
         Facts call this where a missing answer has a meaning of its own (absent file) but a
-        timeout or an I/O error means "could not look": the check becomes an `error`.
+        timeout or an I/O error means "could not look": the check becomes an `error`. An
+        answer a foreign capture lacks raises NotCaptured (the check is skipped), unless
+        `uncaptured_ok`: the caller has another source, or can do without it.
         """
         if self.status in (TIMEOUT, ERROR):
             raise ProbeFailed(self)
+        if self.status == NOT_CAPTURED and not uncaptured_ok:
+            raise NotCaptured(self)
         return self
 
 
@@ -122,6 +127,12 @@ class ProbeFailed(Exception):
         self.answer = answer
 
 
+class NotCaptured(ProbeFailed):
+    """The answer is not in the foreign capture being read; checks that depend on it are
+    skipped with that reason (a ProbeFailed, so every fact that lets a failed probe through
+    lets this through too)."""
+
+
 def command_key(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
@@ -130,6 +141,9 @@ class Host(ABC):
     """All I/O with the machine. Implementations: LiveHost, RecordingHost, ReplayHost."""
 
     kind = "abstract"
+    # What an answer the source does not have means: missing on the host. A foreign capture
+    # (host/bugreport.py), and a bundle converted from one, answer not_captured instead.
+    absent = MISSING
 
     @abstractmethod
     def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer: ...

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 
 from dldoctor.host.base import Host
@@ -15,6 +16,8 @@ from dldoctor.snapshots.archive import (
     open_archive,
 )
 from dldoctor.snapshots.bundle import BundleError
+
+log = logging.getLogger("dldoctor")
 
 # Enough of an archive's first names to see whose layout it is.
 PEEK_MEMBERS = 64
@@ -46,9 +49,29 @@ def _open_sos(path: str, cleanup: contextlib.ExitStack) -> tuple[Host, str]:
     return SosReportHost(root, label=path), root
 
 
+def _is_bug_report(path: str) -> bool:
+    from dldoctor.host.bugreport import recognise
+
+    return recognise(path)
+
+
+def _open_bug_report(path: str, cleanup: contextlib.ExitStack) -> tuple[Host, str]:
+    """A log is read whole into memory (capped): no folder to keep."""
+    from dldoctor.host.bugreport import BadLog, open_bug_report
+
+    try:
+        host = open_bug_report(path)
+    except BadLog as exc:
+        raise BundleError(str(exc)) from None
+    if not host.report.complete:
+        log.warning("%s: %s", path, host.report.notes[-1])
+    return host, ""
+
+
 # (does `path` look like this kind of report, open it: (its Host, the folder it reads)):
-# the first that recognises a path reads it.
-READERS = [(_is_sos, _open_sos)]
+# the first that recognises a path reads it. A bug report first: it is one file, and its
+# recogniser reads a few bytes; the sos one looks into archives.
+READERS = [(_is_bug_report, _open_bug_report), (_is_sos, _open_sos)]
 
 
 def open_foreign(path: str, cleanup: contextlib.ExitStack) -> tuple[Host, str] | None:

@@ -25,6 +25,7 @@ class ObservingHost(Host):
     def __init__(self, inner: Host):
         self.inner = inner
         self.kind = inner.kind
+        self.absent = inner.absent
 
     def describe(self) -> str:
         return self.inner.describe()
@@ -121,4 +122,7 @@ class RecordingHost(ObservingHost):
         """Write what was recorded as a bundle directory (docs/bundle-format.md)."""
         from dldoctor.snapshots.bundle import write_bundle
 
-        return write_bundle(dest, self.answers, report=report, argv=argv, extra_files=extra_files)
+        return write_bundle(
+            dest, self.answers, report=report, argv=argv, extra_files=extra_files,
+            absent=self.absent,
+        )  # fmt: skip

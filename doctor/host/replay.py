@@ -16,6 +16,7 @@ from dldoctor.host.base import (
     LINK,
     LIST,
     MISSING,
+    NOT_CAPTURED,
     OK,
     PROBE,
     READ,
@@ -52,6 +53,14 @@ class ReplayHost(Host):
 
     def __init__(self, bundle: str | BundleReader):
         self.bundle = bundle if isinstance(bundle, BundleReader) else BundleReader(bundle)
+        # A bundle converted from an nvidia-bug-report: what it lacks was never looked at.
+        converted = self.bundle.manifest.get("absent") == NOT_CAPTURED
+        self.absent = NOT_CAPTURED if converted else MISSING
+
+    def _lacks(self, op: str, key: str, error: str = "") -> Answer:
+        if self.absent == NOT_CAPTURED:
+            error = "not in the capture this bundle was converted from"
+        return Answer(op, key, self.absent, error=error)
 
     def describe(self) -> str:
         return f"replay of {self.bundle.path}"
@@ -90,7 +99,7 @@ class ReplayHost(Host):
                         raise
                     fd = os.open(self.bundle.files_path(path), flags)
             except (FileNotFoundError, NotADirectoryError):
-                return Answer(READ, path, MISSING)
+                return self._lacks(READ, path)
             mode = os.fstat(fd).st_mode
             if not stat.S_ISREG(mode):
                 os.close(fd)
@@ -111,7 +120,7 @@ class ReplayHost(Host):
                 return _from_meta(LIST, path, meta, entries)
             real = self.bundle.files_path(path)
             if not os.path.isdir(real):
-                return Answer(LIST, path, MISSING)
+                return self._lacks(LIST, path)
             return Answer(LIST, path, OK, tuple(sorted(os.listdir(real))))
 
         return self._guard(LIST, path, listdir)
@@ -126,7 +135,7 @@ class ReplayHost(Host):
                 return Answer(LINK, path, OK, os.readlink(real))
             if os.path.exists(real):
                 return Answer(LINK, path, ERROR, error="not a symbolic link")
-            return Answer(LINK, path, MISSING)
+            return self._lacks(LINK, path)
 
         return self._guard(LINK, path, readlink)
 
@@ -134,7 +143,7 @@ class ReplayHost(Host):
         def statvfs() -> Answer:
             meta = self.bundle.entry(STATVFS, path)
             if meta is None:
-                return Answer(STATVFS, path, MISSING)
+                return self._lacks(STATVFS, path)
             value = meta.get("value")
             if status_of(meta) == OK and not isinstance(value, dict):
                 raise ValueError(f"statvfs of {path} has no value")
@@ -146,7 +155,7 @@ class ReplayHost(Host):
         def probe() -> Answer:
             meta = self.bundle.json(probe_relpath(name))
             if meta is None:
-                return Answer(PROBE, name, MISSING)
+                return self._lacks(PROBE, name)
             if not isinstance(meta, dict):
                 raise ValueError(f"{probe_relpath(name)} is not a JSON object")
             return _from_meta(PROBE, name, meta, meta.get("value"))
@@ -174,6 +183,6 @@ class ReplayHost(Host):
                         self.bundle.read_bytes(f"{folder}/stderr", DEFAULT_MAX_BYTES) or b"",
                     )
                 return _from_meta(RUN, key, meta, value)
-            return Answer(RUN, key, MISSING, error="not in the bundle")
+            return self._lacks(RUN, key, error="not in the bundle")
 
         return self._guard(RUN, key, run)

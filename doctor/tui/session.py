@@ -213,8 +213,14 @@ class Session:
             gpus=self._gpus(),
             driver=self._driver(),
             ram=self._ram(),
-            source=f"bundle {self.label} (read-only)" if self.bundle else "this host, live",
+            source=self._source(),
         )
+
+    def _source(self) -> str:
+        if self.bundle:
+            return f"bundle {self.label} (read-only)"
+        # A foreign capture (an nvidia-bug-report log): read-only, and no bundle folder.
+        return f"{self.label} (read-only)" if self.read_only else "this host, live"
 
     def _done_fact(self, name: str):
         """A fact the run has already computed, or None: the header never waits."""
