@@ -55,6 +55,8 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         "Guided fixes, previewed before anything changes: dldoctor fix [ID] [--apply]. "
         "Compare two hosts or two moments: dldoctor diff [--json] A B (bundles or report "
         "JSON files; dldoctor diff --help). "
+        "Many nodes: dldoctor fleet run -w NODESET, dldoctor fleet report DIR (dldoctor "
+        "fleet --help). "
         "Exit codes: 0 ok, 1 problems found, 2 usage error, 3 some checks could not "
         "finish, 4 unreadable bundle or policy, 5 internal error, 6 the report could not be "
         "written.",
@@ -320,6 +322,10 @@ def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
             from dldoctor.fixes.command import main as fix_main
 
             return fix_main(args[1:])
+        if args[:1] == ["fleet"]:
+            from dldoctor.fleet.command import main as fleet_main
+
+            return fleet_main(args[1:])
         with contextlib.ExitStack() as cleanup:  # an extracted --from archive, removed here
             return int(_main(argv, watchdog, cleanup))
     except Terminated as exc:
