@@ -67,6 +67,8 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         "JSON files; dldoctor diff --help). "
         "Pin a fleet to a healthy host: dldoctor genconf > policy.toml (dldoctor genconf "
         "--help). "
+        "Many nodes: dldoctor fleet run -w NODESET, dldoctor fleet report DIR (dldoctor "
+        "fleet --help). "
         "Exit codes: 0 ok, 1 problems found, 2 usage error, 3 some checks could not "
         "finish, 4 unreadable bundle or policy, 5 internal error, 6 the report could not be "
         "written.",
@@ -342,6 +344,10 @@ def _run(argv: Sequence[str] | None, watchdog: list[int] | None) -> int:
             from dldoctor.genconf import main as genconf_main
 
             return genconf_main(args[1:])
+        if args[:1] == ["fleet"]:
+            from dldoctor.fleet.command import main as fleet_main
+
+            return fleet_main(args[1:])
         with contextlib.ExitStack() as cleanup:  # an extracted --from archive, removed here
             return int(_main(argv, watchdog, cleanup))
     except BadCommandLine as exc:

@@ -355,8 +355,8 @@ def _fact_changes(a: Side, b: Side) -> list[dict]:
     assert a.facts is not None and b.facts is not None
     labels = {**b.labels, **a.labels}
     rows = []
-    for name in KEY_FACTS:
-        va, vb = a.facts[name], b.facts[name]
+    for name in a.facts:  # KEY_FACTS in a diff; `fleet report --since` brings its own
+        va, vb = a.facts[name], b.facts.get(name, UNKNOWN)
         if isinstance(va, str) and isinstance(vb, str):
             if va != vb:
                 rows.append({"fact": name, "item": None, "label": name, "a": va, "b": vb})

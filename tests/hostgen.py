@@ -507,6 +507,7 @@ def gpu_server(
     nofile: tuple[int, int] = (1048576, 1048576),
     launchers: str = SLURM_LAUNCHERS,
     numa_balancing: int = 0,
+    driver: tuple[str, int] = ("550.54.15", 12040),
 ) -> None:
     """An HGX H100 server: 8 GPUs, each behind its own PCIe Gen5 switch, a ConnectX-7 beside
     GPUs 0 and 4, four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver.
@@ -636,7 +637,7 @@ def gpu_server(
             hca(b, name, f"ib{i}", state=ib_states[i], phys=phys)
     for name in ("eno1", "lo"):
         b.file(f"/sys/class/net/{name}/mtu", "1500\n")
-    nvidia_driver(b, "550.54.15", ["nvidia_peermem"] if peermem else [])
+    nvidia_driver(b, driver[0], ["nvidia_peermem"] if peermem else [])
     boards = [h100_on_board(i) for i in range(gpus)]
     if narrow_gpu >= 0:  # the driver sees the link the slot trained to, as sysfs does
         boards[narrow_gpu]["nvmlDeviceGetCurrPcieLinkWidth"] = 8
@@ -649,7 +650,7 @@ def gpu_server(
         boards[i]["nvmlDeviceGetNvLinkErrorCounter"] = lambda link, kind, c=counts: c.get(
             (link, kind), 0
         )
-    nvml(b, FakeNvml(boards))
+    nvml(b, FakeNvml(boards, driver=driver[0], cuda=driver[1]))
     state = fabricmanager + "\n"
     b.command(
         ["systemctl", "is-active", "nvidia-fabricmanager"],
@@ -856,6 +857,12 @@ def hgx_h100x8_iommu_translated(b: BundleBuilder) -> None:
     b.file("/etc/default/grub", UBUNTU_GRUB_DEFAULTS.format(default="", linux="intel_iommu=on"))
 
 
+def hgx_h100x8_driver535(b: BundleBuilder) -> None:
+    """One node left on the R535 LTS driver when the rest of the rack moved to R550: within
+    the policy, but not what its neighbours run (an odd one out of `fleet report`)."""
+    gpu_server(b, "hgx-h100-20", driver=("535.161.08", 12020))
+
+
 def docker_h100_devshm_64m(b: BundleBuilder) -> None:
     """A training container started without --shm-size or --ipc=host: 64 MiB /dev/shm."""
     base_host(b, "7c1e2b9a4d10", 2048)
@@ -1021,6 +1028,7 @@ SCENARIOS = {
     "hgx-h100x8-nvswitch-sxid": hgx_h100x8_nvswitch_sxid,
     "hgx-h100x8-numa-balancing": hgx_h100x8_numa_balancing,
     "hgx-h100x8-iommu-translated": hgx_h100x8_iommu_translated,
+    "hgx-h100x8-driver535": hgx_h100x8_driver535,
     "vm-a100-vgpu-guest": vm_a100_vgpu_guest,
     "workstation-rtx4090-nouveau": workstation_rtx4090_nouveau,
     "a100-driver470-torch-cu121": a100_driver470_torch_cu121,

@@ -1,0 +1,289 @@
+"""Reading the node reports of a sweep: every file is untrusted input.
+
+A node's answer is a report JSON (what `dldoctor --check --json` prints) or a bundle
+(directory or `.tar.gz`, whose report.json is read). Whatever cannot be read as one — too
+large, not JSON, JSON of another shape, a damaged bundle — is a `Problem` of that node
+("not a report"), as are the nodes `fleet run` could not reach or that did not answer in
+time (recorded in the sweep's sweep.json). Nothing here raises on a node's content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from dldoctor.model import SCHEMA_VERSION, Status
+
+SWEEP = "sweep.json"  # what `fleet run` writes beside the reports (docs/fleet.md)
+SWEEP_FORMAT = "dldoctor-fleet-sweep"
+MAX_REPORT_BYTES = 32 * 1024 * 1024  # an 8-GPU host's report is about 400 KiB
+MAX_SWEEP_BYTES = 64 * 1024 * 1024
+MAX_VALUES = 1_000_000  # JSON values parsed of one report (each costs memory)
+MAX_FINDINGS = 5_000
+MAX_TEXT = 300  # an id, a title or a summary kept of a node's finding
+STATUSES = frozenset(s.value for s in Status)
+REPORT_SUFFIXES = (".json", ".tar.gz", ".tgz")
+
+# A host name as ClusterShell folds it; others (a comma, a bracket, an "@" that would ask
+# the group resolver, a "/") are listed verbatim.
+NODE_NAME = re.compile(r"[A-Za-z0-9_.+-]+")
+
+UNREACHABLE, TIMED_OUT, NOT_A_REPORT = "unreachable", "timed_out", "not_a_report"
+KINDS = {UNREACHABLE: "unreachable", TIMED_OUT: "timed out", NOT_A_REPORT: "not a report"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str  # one of KINDS
+    detail: str
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    host: dict[str, Any]
+    findings: list[tuple[str, str, str, str]]  # id, title, status, summary
+    inventory: Any  # None in a report made before the inventory existed
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One node of the inputs: where its answer is, or what was recorded instead."""
+
+    name: str
+    path: str  # "" when the sweep recorded no answer
+    problem: Problem | None = None
+
+
+class InputError(Exception):
+    """A path given on the command line that is not there (one line, exit 4)."""
+
+
+# --- which nodes ------------------------------------------------------------------------
+
+
+def node_name(path: str) -> str:
+    base = os.path.basename(os.path.normpath(path))
+    for suffix in REPORT_SUFFIXES:
+        if base.endswith(suffix) and len(base) > len(suffix):
+            return base[: -len(suffix)]
+    return base
+
+
+def is_bundle_dir(path: str) -> bool:
+    from dldoctor.snapshots.bundle import MANIFEST, REPORT
+
+    return any(os.path.isfile(os.path.join(path, n)) for n in (MANIFEST, REPORT))
+
+
+def entries(paths: list[str]) -> Iterator[Entry]:
+    """The nodes of the inputs, in order: a report file or bundle is one node (named after
+    its file); a sweep directory holds many (sweep.json first, then any other report)."""
+    for path in paths:
+        if os.path.isdir(path) and not is_bundle_dir(path):
+            yield from _sweep_entries(path)
+        elif os.path.lexists(path):
+            yield Entry(node_name(path), path)
+        else:
+            raise InputError(f"{path}: no such file or directory")
+
+
+def _sweep_entries(folder: str) -> Iterator[Entry]:
+    recorded = read_sweep(folder)
+    seen = set()
+    for name, outcome in recorded.items():
+        seen.add(name)
+        file = outcome.get("file")
+        if isinstance(file, str) and file and os.path.basename(file) == file:
+            yield Entry(name, os.path.join(folder, file))
+        else:
+            kind = outcome.get("outcome")
+            if kind not in KINDS:
+                kind, outcome = NOT_A_REPORT, {"detail": "the sweep recorded no answer of it"}
+            yield Entry(name, "", Problem(kind, str(outcome.get("detail") or "")[:MAX_TEXT]))
+    try:
+        listing = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as exc:
+        raise InputError(f"cannot list {folder}: {exc.strerror or exc}") from None
+    for entry in listing:
+        if entry.name == SWEEP or entry.name.startswith("."):
+            continue
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if is_dir and not is_bundle_dir(entry.path):
+            continue
+        if not is_dir and not entry.name.endswith(REPORT_SUFFIXES):
+            continue
+        name = node_name(entry.name)
+        if name not in seen:  # a report the sweep wrote is listed in sweep.json already
+            seen.add(name)
+            yield Entry(name, entry.path)
+
+
+def read_sweep(folder: str) -> dict[str, dict]:
+    """{node: its outcome} from the folder's sweep.json ({} without one). A damaged one is
+    left aside with a warning: the reports beside it are still read."""
+    import logging
+
+    path = os.path.join(folder, SWEEP)
+    if not os.path.lexists(path):
+        return {}
+    data = _read_capped(path, MAX_SWEEP_BYTES)
+    doc = None
+    if isinstance(data, bytes):
+        with contextlib.suppress(ValueError, RecursionError):
+            doc = json.loads(data)
+    nodes = doc.get("nodes") if isinstance(doc, dict) else None
+    if not (
+        isinstance(doc, dict) and doc.get("format") == SWEEP_FORMAT and isinstance(nodes, dict)
+    ):
+        logging.getLogger("dldoctor").warning("%s: not a dldoctor sweep record: ignored", path)
+        return {}
+    return {str(k)[:MAX_TEXT]: v for k, v in nodes.items() if isinstance(v, dict)}
+
+
+# --- one node's answer ------------------------------------------------------------------
+
+
+def load(path: str) -> NodeReport | Problem:
+    """A node's report, from a report JSON file or a bundle; a Problem for anything else."""
+    from dldoctor.snapshots.archive import is_archive
+
+    if os.path.isdir(path) or is_archive(path):
+        data = _bundle_report(path)
+    else:
+        data = _read_capped(path, MAX_REPORT_BYTES)
+    return data if isinstance(data, Problem) else parse(data)
+
+
+def _read_capped(path: str, cap: int) -> bytes | Problem:
+    try:  # O_NONBLOCK: a FIFO in the folder must not hang the report
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        return Problem(NOT_A_REPORT, f"cannot read it: {exc.strerror or exc}")
+    with open(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return Problem(NOT_A_REPORT, "not a regular file")
+        try:
+            # Its size and one byte more (a buffered read loops until it has them): reading
+            # `cap` bytes would allocate them all; a file that grew meanwhile reads as cut short.
+            data = f.read(min(st.st_size, cap) + 1)
+        except OSError as exc:
+            return Problem(NOT_A_REPORT, f"cannot read it: {exc.strerror or exc}")
+    if len(data) > cap:
+        return Problem(NOT_A_REPORT, f"larger than {cap >> 20} MiB")
+    return data
+
+
+def _bundle_report(path: str) -> bytes | Problem:
+    from dldoctor.snapshots.archive import read_bundle
+    from dldoctor.snapshots.bundle import REPORT, BundleError
+
+    with contextlib.ExitStack() as cleanup:  # an extracted archive is removed at once
+        try:
+            reader, _changed = read_bundle(path, cleanup)
+            data = reader.read_bytes(REPORT, MAX_REPORT_BYTES + 1)
+        except (BundleError, OSError) as exc:
+            return Problem(NOT_A_REPORT, f"unreadable bundle: {str(exc)[:MAX_TEXT]}")
+    if data is None:
+        return Problem(NOT_A_REPORT, f"a bundle without {REPORT}")
+    if len(data) > MAX_REPORT_BYTES:
+        return Problem(NOT_A_REPORT, f"its {REPORT} is larger than {MAX_REPORT_BYTES >> 20} MiB")
+    return data
+
+
+# Nine tenths of a report is its findings' evidence, which a fleet does not read (nor their
+# details and remediation); the C decoder spends most of its time building those small
+# objects (7 of 7.4 ms for an 8-GPU host). The compact document dldoctor writes puts them
+# between a finding's `"details":[` and its `,"fixes":[`, and in valid JSON neither can
+# occur inside a string (a quote in a string is escaped), so a single pass cuts them out.
+# A document laid out otherwise fails the cut, the parse after it, or the check that it
+# still holds as many findings as its summary counts, and is parsed whole.
+_CUT_FROM, _CUT_TO = b'"details":[', b',"fixes":['
+_CUT_AS = b'"details":[],"evidence":[],"remediation":""'
+
+
+def _slim(data: bytes) -> bytes:
+    kept, pos, start = [], 0, data.find(_CUT_FROM)
+    while start >= 0:
+        end = data.find(_CUT_TO, start)
+        if end < 0:
+            return data
+        kept += (data[pos:start], _CUT_AS)
+        pos, start = end, data.find(_CUT_FROM, end)
+    return b"".join([*kept, data[pos:]]) if kept else data
+
+
+def _decode(data: bytes) -> Any:
+    # Commas bound the values: without them only nesting adds any, and json stops that at
+    # the recursion limit.
+    if data.count(b",") >= MAX_VALUES:
+        raise ValueError(f"more than {MAX_VALUES} JSON values")
+    return json.loads(data)
+
+
+def _whole(doc: Any) -> bool:
+    """Whether the cut kept every finding the report's summary counts."""
+    try:
+        counts = doc["summary"]["counts"]
+        return sum(counts.values()) == len(doc["findings"])
+    except (TypeError, KeyError, AttributeError):
+        return False
+
+
+def parse(data: bytes) -> NodeReport | Problem:
+    """A report document from a node's bytes, checked for the parts a fleet reads."""
+    slim = _slim(data)
+    if slim is not data:
+        try:
+            doc = _decode(slim)
+            if _whole(doc):
+                return _report(doc)
+        except (ValueError, RecursionError):
+            pass
+    try:
+        doc = _decode(data)
+    except (ValueError, RecursionError) as exc:
+        if not data.strip():
+            return Problem(NOT_A_REPORT, "empty")
+        why = str(exc).splitlines()[0][:MAX_TEXT] if str(exc) else type(exc).__name__
+        return Problem(NOT_A_REPORT, f"not JSON ({why})")
+    return _report(doc)
+
+
+def _report(doc: Any) -> NodeReport | Problem:
+    if not isinstance(doc, dict):
+        return Problem(NOT_A_REPORT, f"a JSON {type(doc).__name__}, not a report object")
+    version = doc.get("schema_version")
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        shown = json.dumps(version)[:40]
+        return Problem(NOT_A_REPORT, f"schema_version {shown}, not {SCHEMA_VERSION}")
+    findings = doc.get("findings")
+    if not isinstance(findings, list):
+        return Problem(NOT_A_REPORT, "no findings list")
+    if len(findings) > MAX_FINDINGS:
+        return Problem(NOT_A_REPORT, f"more than {MAX_FINDINGS} findings")
+    rows = []
+    for f in findings:  # type(x) is str: ten thousand reports of sixty findings each
+        fid, title, status, summary = (
+            (f.get("id"), f.get("title"), f.get("status"), f.get("summary"))
+            if type(f) is dict
+            else (None,) * 4
+        )
+        if not (type(fid) is type(title) is type(summary) is type(status) is str):
+            return Problem(NOT_A_REPORT, "a finding without a text id, title, summary and status")
+        if status not in STATUSES:
+            return Problem(NOT_A_REPORT, f"a finding of status {status[:20]!r}")
+        rows.append((fid[:MAX_TEXT], title[:MAX_TEXT], status, summary[:MAX_TEXT]))
+    host = doc.get("host")
+    host = (
+        {k: v[:MAX_TEXT] for k, v in host.items() if isinstance(v, str)}
+        if isinstance(host, dict)
+        else {}
+    )
+    return NodeReport(host, rows, doc.get("inventory"))

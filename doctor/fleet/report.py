@@ -1,0 +1,329 @@
+"""`dldoctor fleet report`: many node reports folded into one (docs/fleet.md).
+
+Per check, how many nodes pass, warn, fail or error, the nodes folded as ClusterShell node
+sets; per key fact (fleet/keyfacts.py), the majority value and the nodes that differ (the
+odd ones out); with `since`, the nodes whose findings or key facts changed, compared by
+`dldoctor diff`'s own code (doctor/diffing.py). Reports are read one at a time and only
+tallies are kept: 10,000 nodes fit in a few tens of MiB.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from dldoctor.exitcodes import ExitCode
+from dldoctor.fleet import keyfacts
+from dldoctor.fleet.nodes import KINDS, NODE_NAME, Entry, NodeReport, Problem, load
+
+log = logging.getLogger("dldoctor")
+FORMAT = "dldoctor-fleet"
+FORMAT_VERSION = 1
+VERDICTS = ("pass", "warn", "fail", "error")
+ABSENT = "absent"  # the item (a GPU, a port) is not on that node, whose fact is known
+
+
+def fold(names: Iterable[str]) -> str:
+    """`node[003,017-019]`: the names as one ClusterShell node set."""
+    return _fold(tuple(names))
+
+
+@functools.lru_cache(maxsize=64)
+def _fold(names: tuple[str, ...]) -> str:
+    # ClusterShell parses each name (40 us): the same large groups (every node, every
+    # node that reported) recur for many checks and facts, and are folded once.
+    from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
+
+    names = set(names)
+    plain = [n for n in names if NODE_NAME.fullmatch(n)]
+    odd = sorted(names.difference(plain))
+    folded = [str(NodeSet.fromlist(plain, resolver=RESOLVER_NOGROUP))] if plain else []
+    return ",".join(folded + odd)
+
+
+def _group(names: list[str]) -> dict[str, Any]:
+    return {"count": len(names), "nodes": fold(names)}
+
+
+# --- tallies ----------------------------------------------------------------------------
+
+
+class _Check:
+    __slots__ = ("title", "nodes", "results")
+
+    def __init__(self, title: str):
+        self.title = title
+        self.nodes: dict[str, list[str]] = {}  # status -> nodes
+        self.results: dict[tuple[str, str], list[str]] = {}  # (status, summary) -> nodes
+
+
+class _Fact:
+    __slots__ = ("unknown", "known", "values", "items")
+
+    def __init__(self):
+        self.unknown: list[str] = []
+        self.known: list[str] = []  # nodes whose per-item fact is known
+        self.values: dict[str, list[str]] = {}  # a node-wide fact: value -> nodes
+        self.items: dict[str, dict[str | None, list[str]]] = {}  # item -> value -> nodes
+
+
+class Tally:
+    """What the report keeps of each node: its name in a few lists."""
+
+    def __init__(self):
+        self.names: list[str] = []
+        self.reported: list[str] = []
+        self.problems: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        self.checks: dict[str, _Check] = {}
+        self.facts = {name: _Fact() for name in keyfacts.FLEET_FACTS}
+        self.labels: dict[str, str] = {}
+
+    def add_problem(self, name: str, problem: Problem) -> None:
+        self.names.append(name)
+        self.problems[problem.kind][name] = problem.detail
+
+    def add_report(self, name: str, report: NodeReport) -> dict[str, keyfacts.KeyValue]:
+        self.names.append(name)
+        self.reported.append(name)
+        for cid, title, status, summary in report.findings:
+            check = self.checks.get(cid)
+            if check is None:
+                check = self.checks[cid] = _Check(title)
+            check.nodes.setdefault(status, []).append(name)
+            if status not in ("pass", "skip"):
+                check.results.setdefault((status, summary), []).append(name)
+        facts = keyfacts.key_facts(report.inventory)
+        for fact, value in facts.items():
+            tally = self.facts[fact]
+            if value is None:
+                tally.unknown.append(name)
+            elif isinstance(value, dict):
+                tally.known.append(name)
+                for item, v in value.items():
+                    tally.items.setdefault(item, {}).setdefault(v, []).append(name)
+            else:
+                tally.values.setdefault(value, []).append(name)
+        for address, label in keyfacts.gpu_labels(report.inventory).items():
+            self.labels.setdefault(address, label)
+        return facts
+
+
+# --- the document -----------------------------------------------------------------------
+
+
+def build(
+    entries: Iterable[Entry],
+    *,
+    since: tuple[str, Iterable[Entry]] | None = None,
+    strict: bool = False,
+) -> dict[str, Any]:
+    """The fleet document of the nodes in `entries` (docs/fleet.md); `since` is (the old
+    sweep's path, its entries). Each node's answer is read once, its old one beside it."""
+    tally, changed, new = Tally(), [], []
+    old = _index(since[1]) if since else None
+    for entry in _unique(entries):
+        answer = entry.problem or load(entry.path)
+        facts = None
+        if isinstance(answer, Problem):
+            tally.add_problem(entry.name, answer)
+        else:
+            facts = tally.add_report(entry.name, answer)
+        if old is None:
+            continue
+        if entry.name not in old:
+            new.append(entry.name)
+        elif row := _change(entry.name, old.pop(entry.name), answer, facts):
+            changed.append(row)
+    doc = _document(tally, strict)
+    if since:
+        doc["since"] = {
+            "path": since[0],
+            "changed": changed,
+            "new": _group(new),
+            "gone": _group(list(old or ())),
+        }
+    return doc
+
+
+def _unique(entries: Iterable[Entry]) -> list[Entry]:
+    listed, seen = [], set()
+    for entry in entries:
+        if entry.name in seen:
+            log.warning("node %s given twice: %s left out", entry.name, entry.path or "a record")
+            continue
+        seen.add(entry.name)
+        listed.append(entry)
+    return listed
+
+
+def _index(entries: Iterable[Entry]) -> dict[str, Entry]:
+    found: dict[str, Entry] = {}
+    for entry in entries:
+        found.setdefault(entry.name, entry)
+    return found
+
+
+def _state(answer: NodeReport | Problem) -> str:
+    return answer.kind if isinstance(answer, Problem) else "report"
+
+
+def _change(name: str, old: Entry, now: NodeReport | Problem, facts) -> dict | None:
+    """How node `name` changed since its old answer (None: it did not), by `diff`."""
+    from dldoctor.diffing import compare
+
+    before = old.problem or load(old.path)
+    row = {"node": name, "was": _state(before), "now": _state(now), "findings": None, "facts": []}
+    if isinstance(before, NodeReport) and isinstance(now, NodeReport):
+        doc = compare(_side(old.path, before, None), _side(name, now, facts))
+        if doc["equivalent"]:
+            return None
+        return {**row, "findings": doc["findings"], "facts": doc["facts"]}
+    return None if row["was"] == row["now"] else row
+
+
+def _side(path: str, report: NodeReport, facts):
+    from dldoctor.diffing import UNKNOWN, Side, _finding_table
+
+    facts = facts if facts is not None else keyfacts.key_facts(report.inventory)
+
+    def known(value):
+        if isinstance(value, dict):
+            return {k: v if v is not None else UNKNOWN for k, v in value.items()}
+        return UNKNOWN if value is None else value
+
+    values = {name: known(v) for name, v in facts.items()}
+    labels = keyfacts.gpu_labels(report.inventory)
+    keys = ("id", "title", "status", "summary")
+    findings = [dict(zip(keys, f, strict=True)) for f in report.findings]
+    return Side(path, "report", report.host, _finding_table(findings), values, labels)
+
+
+def _document(tally: Tally, strict: bool) -> dict[str, Any]:
+    checks = [_check_row(cid, c, tally.reported) for cid, c in tally.checks.items()]
+    facts, odd, odd_nodes = [], [], {}
+    for name, fact in tally.facts.items():
+        rows = _fact_rows(name, fact, tally.labels)
+        facts.append(
+            {
+                "fact": name,
+                "per_item": bool(fact.known or fact.items),
+                "unknown": _group(fact.unknown) if fact.unknown else None,
+                "rows": [row for row, _ in rows],
+            }
+        )
+        for row, differing in rows:
+            majority = row["majority"]["value"] if row["majority"] else None
+            for other in row["others"]:
+                odd.append(
+                    {
+                        "fact": name,
+                        "item": row["item"],
+                        "label": row["label"],
+                        "majority": majority,
+                        **other,
+                    }
+                )
+            odd_nodes.update(dict.fromkeys(differing))
+    by_status = {s: _union(c.nodes.get(s, ()) for c in tally.checks.values()) for s in VERDICTS}
+    not_reported = sum(len(p) for p in tally.problems.values())
+    if by_status["fail"]:
+        status, code = "fail", ExitCode.PROBLEMS
+    elif by_status["error"] or not_reported:
+        status, code = "error", ExitCode.INCOMPLETE
+    elif by_status["warn"] or odd:
+        status, code = "warn", ExitCode.PROBLEMS if strict else ExitCode.OK
+    else:
+        status, code = "pass", ExitCode.OK
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "summary": {
+            "status": status,
+            "exit_code": int(code),
+            "strict": strict,
+            "nodes": {
+                "total": len(tally.names),
+                "reported": len(tally.reported),
+                "not_reported": not_reported,
+                "nodeset": fold(tally.names),
+            },
+            "failing": _group(by_status["fail"]),
+            "erroring": _group(by_status["error"]),
+            "warning": _group(by_status["warn"]),
+            "odd": _group(list(odd_nodes)),
+        },
+        "problems": {
+            kind: {**_group(list(found)), "details": found}
+            for kind, found in tally.problems.items()
+        },
+        "checks": checks,
+        "odd_ones_out": odd,
+        "facts": facts,
+    }
+
+
+def _union(groups: Iterable[Iterable[str]]) -> list[str]:
+    return list(dict.fromkeys(n for g in groups for n in g))
+
+
+def _check_row(cid: str, check: _Check, reported: list[str]) -> dict[str, Any]:
+    counts = {s: len(check.nodes.get(s, ())) for s in (*VERDICTS, "skip")}
+    ran = sum(counts.values())
+    missing = []
+    if ran < len(reported):  # an older dldoctor, or a run with --only
+        have = {n for nodes in check.nodes.values() for n in nodes}
+        missing = [n for n in reported if n not in have]
+    results = sorted(check.results.items(), key=lambda kv: (_SEVERITY[kv[0][0]], -len(kv[1])))
+    return {
+        "id": cid,
+        "title": check.title,
+        "counts": counts,
+        "nodes": {s: fold(check.nodes[s]) for s in ("fail", "error", "warn") if s in check.nodes},
+        "results": [
+            {"status": s, "summary": text, **_group(nodes)} for (s, text), nodes in results
+        ],
+        "not_run": _group(missing) if missing else None,
+    }
+
+
+_SEVERITY = {"fail": 0, "error": 1, "warn": 2}
+
+
+def _fact_rows(name: str, fact: _Fact, labels: dict[str, str]) -> list[tuple[dict, list[str]]]:
+    """(row, the nodes off its majority) for each item of the fact, or the one row of a
+    node-wide fact."""
+    if not (fact.known or fact.items):
+        return [_row(None, name, dict(fact.values))] if fact.values else []
+    rows = []
+    for item in sorted(fact.items, key=_natural):
+        values = dict(fact.items[item])
+        if sum(map(len, values.values())) < len(fact.known):  # a node lists an item once
+            present = {n for nodes in values.values() for n in nodes}
+            values[ABSENT] = [n for n in fact.known if n not in present]
+        label = f"{name} {item}" + (f" ({labels[item]})" if item in labels else "")
+        rows.append(_row(item, label, values))
+    return rows
+
+
+def _row(item: str | None, label: str, values: dict) -> tuple[dict, list[str]]:
+    unknown = values.pop(None, [])
+    ranked = sorted(values.items(), key=lambda kv: (-len(kv[1]), _natural(kv[0])))
+    leads = len(ranked) == 1 or (len(ranked) > 1 and len(ranked[0][1]) > len(ranked[1][1]))
+    majority = {"value": ranked[0][0], "count": len(ranked[0][1])} if leads else None
+    others = ranked[1:] if leads else ranked
+    row = {
+        "item": item,
+        "label": label,
+        "majority": majority,
+        "others": [{"value": v, **_group(nodes)} for v, nodes in others],
+        "unknown": _group(unknown) if unknown else None,
+    }
+    return row, [n for _, nodes in others for n in nodes]
+
+
+def _natural(text: str) -> tuple:
+    # "GPU 10" after "GPU 9"; "0000:c5:00.0" in bus order.
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text))

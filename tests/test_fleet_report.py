@@ -1,0 +1,294 @@
+"""`dldoctor fleet report` on generated node reports (tests/fleetgen.py: a real report of a
+fixture host, varied as a rack's odd nodes are), on mixed inputs and on hostile files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from dldoctor.fleet.nodes import MAX_REPORT_BYTES, parse
+from dldoctor.fleet.report import fold
+from tests import fleetgen
+from tests.conftest import HOSTS, run_dldoctor
+
+NAMES = [f"node{i:03d}" for i in range(1, 41)]
+ODD = {
+    "node005": [fleetgen.older_driver("535.161.08", "12.2")],
+    "node012": [fleetgen.missing_gpu(7)],
+    "node023": [fleetgen.narrow_gpu(2, 8)],
+    "node031": [fleetgen.old_nic_firmware("mlx5_1", "28.37.1014")],
+    "node032": [fleetgen.old_nic_firmware("mlx5_1", "28.37.1014")],
+}
+
+
+@pytest.fixture(scope="module")
+def base():
+    return fleetgen.real_report()
+
+
+@pytest.fixture(scope="module")
+def fleet(base, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fleet")
+    fleetgen.write_fleet(folder, base, NAMES, ODD)
+    return folder
+
+
+def fleet_json(*args):
+    proc = run_dldoctor("fleet", "report", "--json", *map(str, args))
+    return proc, json.loads(proc.stdout) if proc.stdout else None
+
+
+def gpu_bus(base, index):
+    return base["inventory"]["gpus"][index]["bus_id"]
+
+
+def test_the_odd_ones_out_are_exactly_the_changed_nodes(fleet, base):
+    proc, doc = fleet_json(fleet)
+    assert proc.returncode == 1, proc.stderr  # node012 and node023 fail a check
+    odd = {(o["fact"], o["item"], o["value"], o["nodes"]) for o in doc["odd_ones_out"]}
+    gpu7, gpu2 = gpu_bus(base, 7), gpu_bus(base, 2)
+    assert odd == {
+        ("nvidia.driver", None, "535.161.08", "node005"),
+        ("nvidia.cuda_driver", None, "12.2", "node005"),
+        ("gpu.count", None, "7", "node012"),
+        ("gpu.model", "GPU 7", "absent", "node012"),
+        ("gpu.vbios", "GPU 7", "absent", "node012"),
+        ("pcie.width", gpu7, "absent", "node012"),
+        ("pcie.speed", gpu7, "absent", "node012"),
+        ("pcie.width", gpu2, "x8", "node023"),
+        ("nic.firmware", "mlx5_1", "28.37.1014", "node[031-032]"),
+    }
+    majority = {(o["fact"], o["item"]): o["majority"] for o in doc["odd_ones_out"]}
+    assert majority[("nvidia.driver", None)] == base["inventory"]["driver"]["version"]
+    assert majority[("pcie.width", gpu2)] == "x16"
+    assert doc["summary"]["odd"]["nodes"] == "node[005,012,023,031-032]"
+    checks = {c["id"]: c for c in doc["checks"]}
+    assert checks["gpu.count"]["nodes"] == {"fail": "node012"}
+    assert checks["gpu.count"]["counts"] == {
+        "pass": 39,
+        "warn": 0,
+        "fail": 1,
+        "error": 0,
+        "skip": 0,
+    }
+    assert checks["pci.link.width"]["results"] == [
+        {
+            "status": "fail",
+            "summary": "1 link(s) trained narrower than they can be",
+            "count": 1,
+            "nodes": "node023",
+        }
+    ]
+    assert doc["summary"]["failing"]["nodes"] == "node[012,023]"
+    assert doc["summary"]["nodes"] == {
+        "total": 40,
+        "reported": 40,
+        "not_reported": 0,
+        "nodeset": "node[001-040]",
+    }
+
+
+def test_the_text_names_them_folded(fleet, base):
+    proc = run_dldoctor("fleet", "report", str(fleet))
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    driver = base["inventory"]["driver"]["version"]
+    assert f"  nvidia.driver: 535.161.08 on node005 (majority {driver})" in lines
+    assert "  nic.firmware mlx5_1: 28.37.1014 on node[031-032] (majority 28.39.1002)" in lines
+    assert f"  pcie.width {gpu_bus(base, 2)} (GPU 2): x8 on node023 (majority x16)" in lines
+    assert "      fail node012: 7 GPU(s), the policy expects 8" in lines
+    check_line = next(line for line in lines if line.startswith("  pci.link.width "))
+    assert check_line.split()[1:] == ["39", "0", "1", "0", "0"]
+    assert lines[-1].startswith("40 report(s); 2 node(s) with failing checks (node[012,023])")
+
+
+def test_markdown_has_the_same_tables(fleet):
+    proc = run_dldoctor("fleet", "report", "--md", str(fleet))
+    assert proc.returncode == 1
+    text = proc.stdout
+    assert text.startswith("# dldoctor fleet report\n")
+    assert (
+        "| `gpu.count` | 39 | 0 | 1 | 0 | 0 | fail node012: 7 GPU(s), the policy expects 8 |"
+        in text
+    )
+    assert "| nic.firmware mlx5_1 | 28.37.1014 | node[031-032] | 28.39.1002 |" in text
+
+
+def test_a_healthy_fleet_is_alike_and_exits_0(tmp_path, base):
+    fleetgen.write_fleet(tmp_path, base, NAMES[:5])
+    proc, doc = fleet_json(tmp_path)
+    assert proc.returncode == 0
+    assert doc["odd_ones_out"] == [] and doc["summary"]["status"] == "pass"
+    facts = {f["fact"]: f for f in doc["facts"]}
+    assert facts["nvidia.driver"]["rows"][0]["majority"]["count"] == 5
+    # Not known (null in every inventory) is said apart, never a value that differs.
+    assert facts["firmware.bios"]["unknown"] == {"count": 5, "nodes": "node[001-005]"}
+
+
+def test_warnings_and_odd_ones_fail_only_with_strict(tmp_path, base):
+    fleetgen.write_fleet(tmp_path, base, NAMES[:4], {"node002": [fleetgen.older_driver()]})
+    assert run_dldoctor("fleet", "report", str(tmp_path)).returncode == 0
+    assert run_dldoctor("fleet", "report", "--strict", str(tmp_path)).returncode == 1
+
+
+def test_a_null_inventory_is_not_known_not_odd(tmp_path, base):
+    fleetgen.write_fleet(tmp_path, base, NAMES[:3])
+    blind = dict(base, inventory={**base["inventory"], "driver": None, "gpus": None})
+    (tmp_path / "node004.json").write_bytes(fleetgen.dump(blind))
+    old = dict(base)
+    del old["inventory"]  # a report from before the inventory existed
+    (tmp_path / "node005.json").write_bytes(fleetgen.dump(old))
+    proc, doc = fleet_json(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert doc["odd_ones_out"] == []
+    facts = {f["fact"]: f for f in doc["facts"]}
+    assert facts["nvidia.driver"]["unknown"]["nodes"] == "node[004-005]"
+    assert facts["gpu.model"]["unknown"]["nodes"] == "node[004-005]"
+    assert facts["kernel.release"]["unknown"]["nodes"] == "node005"
+    text = run_dldoctor("fleet", "report", str(tmp_path)).stdout.splitlines()
+    assert any(line.startswith("  not known on node[004-005]: nvidia.driver") for line in text)
+
+
+def test_since_lists_the_nodes_that_changed(tmp_path, base):
+    before, after = tmp_path / "before", tmp_path / "after"
+    fleetgen.write_fleet(before, base, NAMES[:10], {"node004": [fleetgen.older_driver()]})
+    later = [*NAMES[1:10], "node011"]  # node001 retired, node011 racked
+    fleetgen.write_fleet(after, base, later, {"node007": [fleetgen.narrow_gpu(2, 8)]})
+    (after / "node009.json").write_text("not json")
+    proc, doc = fleet_json(after, "--since", before)
+    assert proc.returncode == 1, proc.stderr
+    since = doc["since"]
+    assert since["new"]["nodes"] == "node011" and since["gone"]["nodes"] == "node001"
+    changed = {row["node"]: row for row in since["changed"]}
+    assert set(changed) == {"node004", "node007", "node009"}
+    gpu2 = gpu_bus(base, 2)
+    assert [(f["id"], f["a"]["status"], f["b"]["status"]) for f in
+            changed["node007"]["findings"]["changed"]] == [("pci.link.width", "pass", "fail")]  # fmt: skip
+    assert [(r["fact"], r["item"], r["a"], r["b"]) for r in changed["node007"]["facts"]] == [
+        ("pcie.width", gpu2, "x16", "x8")
+    ]
+    assert changed["node007"]["facts"][0]["label"] == f"pcie.width {gpu2} (GPU 2)"
+    assert [(r["fact"], r["b"]) for r in changed["node004"]["facts"]] == [
+        ("nvidia.driver", base["inventory"]["driver"]["version"]),
+        ("nvidia.cuda_driver", base["inventory"]["driver"]["cuda"]),
+    ]
+    assert (changed["node009"]["was"], changed["node009"]["now"]) == ("report", "not_a_report")
+    text = run_dldoctor("fleet", "report", str(after), "--since", str(before)).stdout
+    assert f"  node007: pci.link.width pass -> fail; pcie.width {gpu2} (GPU 2): x16 -> x8" in (
+        text.splitlines()
+    )
+    assert "  node009: report -> not a report" in text.splitlines()
+
+
+def test_mixed_inputs_report_json_bundle_dir_and_archive(tmp_path, base):
+    report = tmp_path / "node1.json"
+    report.write_bytes(fleetgen.dump(base))
+    bundle = tmp_path / "node2"
+    archive = tmp_path / "node3.tar.gz"
+    for dest, flag in ((bundle, ["--dir"]), (archive, [])):
+        snap = run_dldoctor(
+            "snapshot", *flag, "--no-redact", "--from", str(HOSTS / "hgx-h100x8-gpu3-x8"),
+            "-o", str(dest),
+        )  # fmt: skip
+        assert snap.returncode == 0, snap.stderr
+    proc, doc = fleet_json(report, bundle, archive)
+    assert proc.returncode == 1, proc.stderr
+    assert doc["summary"]["nodes"]["nodeset"] == "node[1-3]"
+    assert doc["summary"]["nodes"]["reported"] == 3
+    checks = {c["id"]: c for c in doc["checks"]}
+    assert checks["pci.link.width"]["nodes"] == {"fail": "node[2-3]"}
+
+
+def test_a_missing_input_is_exit_4(tmp_path):
+    proc = run_dldoctor("fleet", "report", str(tmp_path / "nope.json"))
+    assert proc.returncode == 4 and "no such file" in proc.stderr
+
+
+HOSTILE = {
+    "garbage.json": b"<html>502</html>",
+    "empty.json": b"",
+    "list.json": b"[1, 2, 3]",
+    "deep.json": b"[" * 100_000 + b"]" * 100_000,
+    "wide.json": b"[" + b"0," * 1_200_000 + b"0]",
+    "old-schema.json": b'{"schema_version": 99, "findings": []}',
+    "bad-finding.json": b'{"schema_version": 1, "findings": [{"id": 1}]}',
+    "binary.json": bytes(range(256)) * 10,
+}
+
+
+def test_hostile_files_are_not_reports_and_never_crash(tmp_path, base):
+    for name, data in HOSTILE.items():
+        (tmp_path / name).write_bytes(data)
+    with open(tmp_path / "huge.json", "wb") as f:
+        f.truncate(MAX_REPORT_BYTES + 1)  # sparse: no disk spent
+    os.mkfifo(tmp_path / "fifo.json")  # would block a plain open
+    (tmp_path / "good.json").write_bytes(fleetgen.dump(base))
+    weird = dict(base, inventory={"gpus": "eight", "pcie": [1, None], "driver": [], "rdma": {}})
+    (tmp_path / "weird.json").write_bytes(fleetgen.dump(weird))
+    proc, doc = fleet_json(tmp_path)
+    assert proc.returncode == 3, proc.stderr  # no check failed, but nodes not reported
+    assert proc.stderr == ""
+    details = doc["problems"]["not_a_report"]["details"]
+    assert set(details) == {n.removesuffix(".json") for n in HOSTILE} | {"huge", "fifo"}
+    assert details["huge"] == f"larger than {MAX_REPORT_BYTES >> 20} MiB"
+    assert details["fifo"] == "not a regular file"
+    assert details["empty"] == "empty"
+    assert details["wide"] == "not JSON (more than 1000000 JSON values)"
+    assert details["old-schema"] == "schema_version 99, not 1"
+    assert doc["summary"]["nodes"]["reported"] == 2  # good, and weird: its facts not known
+    facts = {f["fact"]: f for f in doc["facts"]}
+    assert facts["gpu.count"]["unknown"]["nodes"] == "weird"
+
+
+def test_the_fast_cut_gives_the_whole_parse(base):
+    # The slim parse (evidence, details and remediation cut) reads what a whole one reads.
+    data = fleetgen.dump(base)
+    slim = parse(data)
+    indented = parse(json.dumps(base, indent=2).encode())  # no cut: parsed whole
+    assert slim == indented
+    assert len(slim.findings) == len(base["findings"])
+    # A finding whose evidence is not followed by the usual keys is parsed whole.
+    odd = json.loads(data)
+    del odd["findings"][3]["fixes"]
+    assert parse(fleetgen.dump(odd)).findings == slim.findings
+
+
+def test_a_sweep_record_names_the_nodes_without_an_answer(tmp_path, base):
+    fleetgen.write_fleet(tmp_path, base, ["n1"])
+    record = {
+        "format": "dldoctor-fleet-sweep",
+        "format_version": 1,
+        "nodes": {
+            "n1": {"outcome": "answered", "file": "n1.json"},
+            "n2": {"outcome": "timed_out", "file": None, "detail": "no answer within 5 s"},
+            "n3": {"outcome": "unreachable", "file": None, "detail": "ssh: no route"},
+            "n4": {"outcome": "answered", "file": "../../etc/passwd"},  # never read
+        },
+    }
+    (tmp_path / "sweep.json").write_text(json.dumps(record))
+    proc, doc = fleet_json(tmp_path)
+    assert proc.returncode == 3
+    found = {k: v["details"] for k, v in doc["problems"].items() if v["count"]}
+    assert found == {
+        "timed_out": {"n2": "no answer within 5 s"},
+        "unreachable": {"n3": "ssh: no route"},
+        "not_a_report": {"n4": "the sweep recorded no answer of it"},
+    }
+
+
+def test_fold_is_clustershell_node_set_syntax():
+    assert fold(["node003", "node017", "node018", "node019"]) == "node[003,017-019]"
+    assert fold(["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]) == "rack[1-2]-n[1-2]"
+    # A name that is not a host name is listed as it is, never parsed as a node set.
+    assert fold(["n1", "a,b", "@gpu"]) == "n1,@gpu,a,b"
+
+
+def test_copies_of_one_node_are_one_node(tmp_path, base):
+    fleetgen.write_fleet(tmp_path / "a", base, ["n1"])
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    proc, doc = fleet_json(tmp_path / "a", tmp_path / "b")
+    assert doc["summary"]["nodes"]["total"] == 1
+    assert "node n1 given twice" in proc.stderr
