@@ -4,7 +4,10 @@ every run listed here must be a cell of the table, so the two cannot drift apart
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,27 +86,61 @@ RUNS = {
         "--policy", write_policy(t, HUGE_RAM),
     ],
 }  # fmt: skip
+RUNS.update({
+    ("fleet run", 0): lambda t: ["fleet", "report", *node_reports(t, HEALTHY, HEALTHY)],
+    ("fleet run", 1): lambda t: ["fleet", "report", *node_reports(t, HEALTHY, FAILING)],
+    ("fleet run", 2): lambda t: ["fleet", "run", "-w", "node[", "-o", str(t / "sweep")],
+    ("fleet run", 3): lambda t: ["fleet", "report", *node_reports(t, HEALTHY, "garbage")],
+    ("fleet run", 4): lambda t: ["fleet", "report", NO_BUNDLE],
+    ("fleet run", 6): lambda t: ["fleet", "report", *node_reports(t, HEALTHY), ">/dev/full"],
+    ("diff A B", 6): lambda t: ["diff", HEALTHY, FAILING, ">/dev/full"],
+    ("slurm-healthcheck", 6): lambda t: ["slurm-healthcheck", "--only", "system.kernel", ">/dev/full"],
+})  # fmt: skip
 # Runs that must not find scontrol (or anything else) on PATH.
 EMPTY_PATH = {("slurm-healthcheck", 7)}
 # Cells that need what a test cannot make on demand, and why.
 NOT_RUN = {
-    ("slurm-healthcheck", 3): "a live run whose probe times out: tests/test_slurm.py fakes it",
-    ("slurm-healthcheck", 6): "stdout failing mid-run: tests/test_output_cap.py covers --check's",
-    ("diff A B", 6): "stdout failing: tests/test_diff.py",
+    ("slurm-healthcheck", 3): "a live run whose probe times out: tests/test_slurm.py fakes one",
 }
+
+
+def node_reports(folder: Path, *hosts: str) -> list[str]:
+    """One report file per host (`--check --json` of that fixture), or a file of garbage."""
+    paths = []
+    for i, host in enumerate(hosts):
+        path = folder / f"node{i + 1:02d}.json"
+        made = (
+            "not a report"
+            if host == "garbage"
+            else run_dldoctor("--check", "--json", "--from", host).stdout
+        )
+        path.write_text(made)
+        paths.append(str(path))
+    return paths
 
 
 def test_the_table_and_the_runs_name_the_same_cells():
     cells = {(mode, code) for mode, codes in documented().items() for code in codes}
-    fleet = {c for c in cells if c[0].startswith("fleet")}  # tests/test_fleet.py's
-    assert set(RUNS) | set(NOT_RUN) == cells - fleet
+    assert set(RUNS) | set(NOT_RUN) == cells
 
 
 @pytest.mark.parametrize("cell", sorted(RUNS), ids=lambda c: f"{c[0]}={c[1]}")
 def test_each_cell_of_the_table_is_the_code_dldoctor_exits_with(cell, tmp_path, incomplete_host):
     argv = [str(incomplete_host) if a == "INCOMPLETE" else a for a in RUNS[cell](tmp_path)]
     env = {"PATH": str(tmp_path)} if cell in EMPTY_PATH else None
-    proc = run_dldoctor(*argv, env=env)
+    if argv[-1] == ">/dev/full":  # the shell's `> /dev/full`: every write fails (ENOSPC)
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(
+                [sys.executable, "-m", "dldoctor", *argv[:-1]],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "DLDOCTOR_NO_PLUGINS": "1"},
+                timeout=60,
+            )
+        proc.stdout = ""
+    else:
+        proc = run_dldoctor(*argv, env=env)
     assert proc.returncode == cell[1], (argv, proc.stdout[-500:], proc.stderr[-500:])
     assert "Traceback" not in proc.stderr
     if cell[1] in (2, 4, 6) and not cell[0].startswith("--format"):
