@@ -20,6 +20,8 @@ from dldoctor.host.base import NOT_CAPTURED, RUN, Answer, NotCaptured
 # The forms nvidia-bug-report.sh has run, newest first: (the bus in full, details).
 FULL_ARGV = ("lspci", "-nnDvvvxxxx")
 LIST_ARGV = ("lspci", "-nn")
+# What sos report's pci plugin keeps: every device and its link lines, no hex dump.
+SOS_ARGV = ("lspci", "-nnvv")
 DETAIL_ARGVS = (("lspci", "-d", "10de:*", "-v", "-xxx"), ("lspci", "-d", "10b5:*", "-v", "-xxx"))
 
 _HEADER = re.compile(  # "0000:19:00.0 3D controller [0302]: ..." (-D and -nn optional)
@@ -238,7 +240,7 @@ def lspci_bus(ctx: FactContext) -> LspciBus:
     notes: list[str] = []
     used: list[tuple[str, ...]] = []
     first: Answer | None = None
-    for argv in (FULL_ARGV, LIST_ARGV, *DETAIL_ARGVS):
+    for argv in (FULL_ARGV, SOS_ARGV, LIST_ARGV, *DETAIL_ARGVS):
         answer = ctx.host.run(list(argv)).require(uncaptured_ok=True)
         first = first or answer
         if answer.status == NOT_CAPTURED:
@@ -248,11 +250,11 @@ def lspci_bus(ctx: FactContext) -> LspciBus:
         _merge(found, parsed)
         notes += parse_notes
         used.append(argv)
-        if argv == FULL_ARGV:
-            break  # every device, with everything the older forms add
+        if argv in (FULL_ARGV, SOS_ARGV):
+            break  # every device, with everything the other forms add
     if not used:  # the checks say that lspci was not captured, in none of its forms
         raise NotCaptured(Answer(RUN, "lspci", NOT_CAPTURED, error=first.error if first else ""))
-    complete = used[0] in (FULL_ARGV, LIST_ARGV)
+    complete = used[0] in (FULL_ARGV, SOS_ARGV, LIST_ARGV)
     if not complete:
         notes.append("only NVIDIA and PLX devices were listed (no `lspci -nn` section)")
     source = "; ".join(" ".join(argv) for argv in used)
