@@ -411,7 +411,6 @@ def _main(
 ) -> ExitCode:
     import time
 
-    from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS, diagnose
     from dldoctor.host.base import Host
 
     started = time.monotonic()
@@ -430,15 +429,6 @@ def _main(
         _output_format(args)  # two formats asked for: a usage error before any work
     if _interactive(args, snapshot):
         return _app(args, policy, cleanup)
-    deadline_at = started + policy.timeouts.deadline_s
-    if watchdog is not None and not args.list_checks:
-        _backstop(deadline_at + BACKSTOP_SLACK_S)  # first: forked before any thread starts
-        _watchdog(deadline_at + WATCHDOG_SLACK_S, watchdog)
-    if not snapshot and not args.list_checks:
-        _preload_renderers(args)
-    host: Host | None = None if args.list_checks else _host(args, policy, cleanup)
-    if host is not None and not args.only:
-        host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)  # while the checks load
     if args.list_checks:
         lines = [
             f"{spec.id:32} {spec.title}"
@@ -447,22 +437,29 @@ def _main(
         ]
         _write_output(lambda: print("\n".join(lines)))
         return ExitCode.OK
-    specs, plugin_findings = selected_checks(args)
-    assert host is not None
-    if snapshot:
+    deadline_at = started + policy.timeouts.deadline_s
+    if watchdog is not None:
+        _backstop(deadline_at + BACKSTOP_SLACK_S)  # first: forked before any thread starts
+        _watchdog(deadline_at + WATCHDOG_SLACK_S, watchdog)
+    if not snapshot:
+        _preload_renderers(args)
+    extras: list = []
+
+    def recording(host: Host) -> Host:
         from dldoctor.host.recording import RecordingHost
         from dldoctor.snapshots import take
 
-        host = RecordingHost(host)
-        extras = take.start_extras(host)
-    report = diagnose(
-        host,
+        recorder = RecordingHost(host)
+        extras.extend(take.start_extras(recorder))
+        return recorder
+
+    report, host = diagnose_for(
+        args,
         policy,
-        specs,
+        policy_source,
+        cleanup,
         deadline_at=deadline_at,
-        extra_findings=plugin_findings,
-        strict=args.strict,
-        policy_source=policy_source,
+        wrap=recording if snapshot else None,
     )
     if snapshot:
         return _write_snapshot(args, host, report, extras, deadline_at)
@@ -484,15 +481,17 @@ def selected_checks(args: argparse.Namespace):
         raise UsageError(str(exc)) from None
 
 
-def diagnose_for(args, policy, policy_source: str, cleanup, *, deadline_at=None):
-    """(the report, the host) of the diagnosis `--check` makes, for the commands that judge
-    a host in this process (genconf, slurm-healthcheck)."""
+def diagnose_for(args, policy, policy_source: str, cleanup, *, deadline_at=None, wrap=None):
+    """(the report, the host) of the diagnosis `--check` makes: for it, snapshot (`wrap`:
+    the host it records through), genconf and slurm-healthcheck."""
     from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS, diagnose
 
     host = _host(args, policy, cleanup)
     if not args.only:
         host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)  # while the checks load
     specs, plugin_findings = selected_checks(args)
+    if wrap is not None:
+        host = wrap(host)
     report = diagnose(
         host,
         policy,
