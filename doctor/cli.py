@@ -441,8 +441,6 @@ def _main(
     if watchdog is not None:
         _backstop(deadline_at + BACKSTOP_SLACK_S)  # first: forked before any thread starts
         _watchdog(deadline_at + WATCHDOG_SLACK_S, watchdog)
-    if not snapshot:
-        _preload_renderers(args)
     extras: list = []
 
     def recording(host: Host) -> Host:
@@ -620,30 +618,6 @@ def _output_format(args: argparse.Namespace) -> str:
     if args.json and args.format not in (None, "json"):
         raise UsageError(f"--json and --format {args.format} ask for two formats")
     return "json" if args.json else args.format or "text"
-
-
-def _asked_formats(args: argparse.Namespace):
-    from dldoctor.render.formats import FORMATS
-
-    named = {_output_format(args)}
-    named.update(n for n, f in FORMATS.items() if f.file_flag and getattr(args, f"file_{n}"))
-    return [FORMATS[n] for n in named]
-
-
-def _preload_renderers(args: argparse.Namespace) -> None:
-    """Import the renderers asked for while the checks run: most of a live run is waiting
-    on commands and files, and prometheus-client's import alone (http.server, ssl, email)
-    is some 50 ms that would otherwise come after the diagnosis."""
-    import threading
-
-    def preload() -> None:
-        for f in _asked_formats(args):
-            try:
-                f.load()
-            except Exception:  # noqa: BLE001 - the render after the run says what is wrong
-                pass
-
-    threading.Thread(target=preload, name="dldoctor-preload", daemon=True).start()
 
 
 def _write_outputs(args: argparse.Namespace, report) -> ExitCode:

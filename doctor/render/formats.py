@@ -27,10 +27,6 @@ class Format:
     # unreadable bundle, a crash): "module:function", (message) -> (stdout bytes, exit code).
     failure: str = ""
 
-    def load(self) -> None:
-        """Import the renderer (and what it needs) now, before it is needed."""
-        _load(self.renderer)
-
     def render(self, report: Report) -> bytes:
         return _load(self.renderer)(report)
 
