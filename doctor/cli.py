@@ -535,7 +535,7 @@ def _app(args, policy, cleanup: contextlib.ExitStack) -> ExitCode:
     session.start()  # the checks run while Textual loads: results are there at first paint
     from dldoctor.tui import run_app
 
-    ended = run_app(session)
+    ended = run_app(session, on_end=cleanup.close)
     if ended:
         print("dldoctor: terminated", file=sys.stderr)
         return ended

@@ -122,3 +122,32 @@ def test_sigterm_ends_the_app_with_143_and_a_closed_terminal_ends_it_too(tmp_pat
         assert _gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal"
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
+
+
+def test_a_closed_terminal_removes_the_unpacked_copy_of_a_packed_bundle(tmp_path):
+    """A hangup (the terminal closed: `tmux kill-session`) ends the app at once, yet the
+    copy of a packed bundle it unpacked (unredacted content, for a sos report) is removed
+    as on SIGTERM. A private TMPDIR shows what the run left."""
+    from dldoctor.snapshots.archive import write_archive
+
+    archive = tmp_path / "healthy.tar.gz"
+    write_archive(str(HOSTS / "hgx-h100x8-healthy"), str(archive))
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    socket = f"dldoctor-test-{uuid.uuid4().hex[:8]}"
+    command = (f"env -u COLUMNS -u LINES DLDOCTOR_NO_PLUGINS=1 XDG_CONFIG_HOME={tmp_path} "
+               f"TMPDIR={tmpdir} {sys.executable} -m dldoctor --from {archive}; sleep 60")  # fmt: skip
+    _tmux(socket, "new-session", "-d", "-x", "120", "-y", "40", "-s", "t", command)
+    try:
+        deadline = time.monotonic() + 60
+        while "· done" not in (pane := _tmux(socket, "capture-pane", "-p", "-t", "t")):
+            assert time.monotonic() < deadline, f"no end of the run on the pane:\n{pane}"
+            time.sleep(0.25)
+        pid = _app_pid(socket)
+        unpacked = [p.name for p in tmpdir.iterdir() if p.name.startswith("dldoctor-bundle-")]
+        assert len(unpacked) == 1, unpacked  # the copy the app reads from
+        _tmux(socket, "kill-session", "-t", "t")
+        assert _gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal"
+        assert sorted(p.name for p in tmpdir.iterdir()) == []
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)

@@ -24,9 +24,10 @@ class DoctorApp(App):
     TITLE = "dldoctor"
     COMMANDS = App.COMMANDS | {DoctorCommands}
 
-    def __init__(self, session, **kwargs):
+    def __init__(self, session, *, on_end=None, **kwargs):
         super().__init__(**kwargs)
         self.session = session
+        self.on_end = on_end  # what the run must undo however it ends (an unpacked bundle)
         self.results = ResultsScreen(session)
         self.signalled = 0  # the signal that ended the app, 0 when the user quit
         self.applying = False  # a fix is being applied or undone: a hangup waits for it
@@ -61,6 +62,16 @@ class DoctorApp(App):
             time.sleep(EXIT_GRACE_S)
         while self.applying:
             time.sleep(0.1)
+        # os._exit skips atexit and the caller's cleanup: both are done here, or a hangup
+        # would strand the commands running and the unpacked copy of a bundle in $TMPDIR.
+        from dldoctor.host.live import kill_children
+
+        kill_children()
+        if self.on_end is not None:
+            try:
+                self.on_end()
+            except Exception:  # the main thread closing it too (SIGTERM): it ends regardless
+                pass
         os._exit(128 + sig)
 
     def _terminal_gone(self) -> None:
