@@ -11,6 +11,7 @@ import select
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -214,3 +215,18 @@ def test_a_folder_that_is_not_empty_is_refused(tmp_path):
     (tmp_path / "o" / "node1.json").write_text("{}")
     proc = run_dldoctor("fleet", "run", "-w", "node1", "--exec", NODE, "-o", str(tmp_path / "o"))
     assert proc.returncode == 2 and "not empty" in proc.stderr
+
+
+def test_a_node_command_past_its_timeout_is_killed_with_what_it_started(tmp_path):
+    # `--exec` runs through /bin/sh: at the timeout the shell and the command it started
+    # are killed, not the shell alone. The sleep's number is this test's alone.
+    marker = f"600.{uuid.uuid4().int % 10**9:09d}"
+    out = tmp_path / "out"
+    proc = run_dldoctor("fleet", "run", "-w", "n[1-2]", "--exec", f"sleep {marker}; true",
+                        "--timeout", "2", "-o", str(out))  # fmt: skip
+    left = subprocess.run(["pgrep", "-f", f"^sleep {marker}"], capture_output=True, text=True)
+    for pid in left.stdout.split():  # never left to the next tests, even when this one fails
+        os.kill(int(pid), 9)
+    assert proc.returncode == 3, proc.stderr
+    assert json.loads((out / "sweep.json").read_text())["nodes"]["n2"]["outcome"] == "timed_out"
+    assert left.stdout == ""

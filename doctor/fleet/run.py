@@ -132,6 +132,8 @@ def sweep(args) -> str:
     task.set_info("connect_timeout", min(CONNECT_TIMEOUT_S, args.timeout))
     if args.ssh_options:
         task.set_info("ssh_options", args.ssh_options)
+    if local:
+        task.set_default("local_worker", _exec_worker())
     # The handler keeps the output; ClusterShell's in-memory trees would hold every node's.
     task.set_default("stdout_msgtree", False)
     task.set_default("stderr_msgtree", False)
@@ -175,6 +177,26 @@ def sweep(args) -> str:
     write_atomically(os.path.join(folder, SWEEP), data, make_parents=False)
     print(f"dldoctor: {len(nodes)} node(s) swept into {folder}", file=sys.stderr)
     return folder
+
+
+def _exec_worker():
+    """ClusterShell's exec worker, whose timeout (and abort) kills each node's command with
+    what it started: its own kills only the `/bin/sh -c` that runs `--exec`, and the
+    command the shell started would live on."""
+    from ClusterShell.Worker.Exec import ExecClient, ExecWorker
+
+    from dldoctor.reaper import end_tree
+
+    class NodeCommand(ExecClient):
+        def _close(self, abort, timeout):
+            if abort and self.popen.poll() is None:
+                end_tree(self.popen.pid, reap=False)  # ClusterShell reaps its own
+            super()._close(abort, timeout)
+
+    class NodeCommands(ExecWorker):
+        SHELL_CLASS = NodeCommand
+
+    return NodeCommands
 
 
 def _collector(folder: str, cap: int, progress: _Progress):
