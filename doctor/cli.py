@@ -314,6 +314,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command line. `argv` None: the program itself (signals are ignored once it is
     done, a watchdog enforces the deadline); a list: a caller in-process (tests)."""
     program = argv is None
+    if program:  # descendants that leave their command's group are reparented to us
+        from dldoctor.reaper import become_subreaper
+
+        become_subreaper()
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="dldoctor: %(message)s")
     previous = _catch_signals()
     code = [int(ExitCode.INCOMPLETE)]

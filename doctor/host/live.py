@@ -37,6 +37,7 @@ from dldoctor.host.base import (
     seconds,
 )
 from dldoctor.host.paths import resolve_in_root
+from dldoctor.reaper import end_tree, orphans
 
 READ_CHUNK = 64 * 1024
 # A command's stderr is read for one line of diagnosis; more than this is a tool gone wrong.
@@ -122,6 +123,24 @@ class _Children:
         until = time.monotonic() + SPAWN_GRACE_S
         while close and self.spawning and time.monotonic() < until:
             time.sleep(0.005)
+        if close:
+            self.end_orphans()
+
+    def end_orphans(self) -> None:
+        """End the descendants of our commands that left their command's group (setsid, a
+        daemonising helper) and were reparented to us (`reaper`): at a command's timeout,
+        and at exit."""
+        found: list[int] = []
+        if self.lock.acquire(timeout=1.0):
+            try:
+                # A command being started has no pid here yet and would look reparented;
+                # at exit (closed) it is to be killed anyway.
+                if self.closed or not self.spawning:
+                    found = orphans(self.groups)
+            finally:
+                self.lock.release()
+        for pid in found:
+            end_tree(pid)
 
 
 # How long the exit waits for commands being started (an exec blocked on a hung mount
@@ -357,6 +376,7 @@ class LiveHost(Host):
             out, err, over = self._collect(proc, start + limit)
             if out is None:  # the deadline came first
                 _kill_group(proc)
+                CHILDREN.end_orphans()  # what it started outside its group (holding the pipe)
                 return Answer(op, key, TIMEOUT, duration_s=time.monotonic() - start,
                               timeout_s=limit)  # fmt: skip
             if over:  # no answer can be read from output cut short: stop it now
@@ -366,6 +386,7 @@ class LiveHost(Host):
                     proc.wait(timeout=max(0.0, start + limit - time.monotonic()))
                 except subprocess.TimeoutExpired:  # closed its pipes but kept running
                     _kill_group(proc)
+                    CHILDREN.end_orphans()
                     return Answer(op, key, TIMEOUT, duration_s=time.monotonic() - start,
                                   timeout_s=limit)  # fmt: skip
         finally:
