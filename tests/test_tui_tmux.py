@@ -151,3 +151,32 @@ def test_a_closed_terminal_removes_the_unpacked_copy_of_a_packed_bundle(tmp_path
         assert sorted(p.name for p in tmpdir.iterdir()) == []
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
+
+
+def test_a_closed_terminal_kills_the_commands_still_running(tmp_path):
+    """The hangup's immediate end skips atexit: the commands still running (every tool
+    hangs here, each in a session of its own) are killed on the way out all the same."""
+    from tests.test_deadline import MARK, ROOT, hanging_tools, left_behind, marked_processes
+
+    mark = uuid.uuid4().hex
+    socket = f"dldoctor-test-{uuid.uuid4().hex[:8]}"
+    command = (f"env -u COLUMNS -u LINES DLDOCTOR_NO_PLUGINS=1 XDG_CONFIG_HOME={tmp_path} "
+               f"{MARK}={mark} PATH={hanging_tools(tmp_path / 'bin')}:{os.environ['PATH']} "
+               f"{sys.executable} -m dldoctor --root {ROOT} --timeout 300; sleep 60")  # fmt: skip
+    _tmux(socket, "new-session", "-d", "-x", "120", "-y", "40", "-s", "t", command)
+    try:
+        deadline = time.monotonic() + 60
+        # The app is up (a signal before it is handled as in --check) and a tool hangs.
+        while "waiting on" not in (pane := _tmux(socket, "capture-pane", "-p", "-t", "t")):
+            assert time.monotonic() < deadline, f"no check waiting on a tool:\n{pane}"
+            time.sleep(0.25)
+        assert any("sleep 600" in p for p in marked_processes(mark))
+        pid = _app_pid(socket)
+        _tmux(socket, "kill-session", "-t", "t")
+        assert _gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal"
+        left = left_behind(mark)
+        for line in left:  # never left to the next tests, even when this one fails
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        assert not left, f"processes left behind: {left}"
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
