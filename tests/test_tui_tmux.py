@@ -124,6 +124,20 @@ def test_sigterm_ends_the_app_with_143_and_a_closed_terminal_ends_it_too(tmp_pat
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
 
 
+def _hang_up(socket: str, command: str, shown: str, before) -> None:
+    """`command` in a pane until `shown` is on it; `before()`; then the terminal closed
+    under the app (`tmux kill-session`), and the app ended."""
+    _tmux(socket, "new-session", "-d", "-x", "120", "-y", "40", "-s", "t", command)
+    deadline = time.monotonic() + 60
+    while shown not in (pane := _tmux(socket, "capture-pane", "-p", "-t", "t")):
+        assert time.monotonic() < deadline, f"{shown!r} never on the pane:\n{pane}"
+        time.sleep(0.25)
+    pid = _app_pid(socket)
+    before()
+    _tmux(socket, "kill-session", "-t", "t")
+    assert _gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal"
+
+
 def test_a_closed_terminal_removes_the_unpacked_copy_of_a_packed_bundle(tmp_path):
     """A hangup (the terminal closed: `tmux kill-session`) ends the app at once, yet the
     copy of a packed bundle it unpacked (unredacted content, for a sos report) is removed
@@ -134,20 +148,15 @@ def test_a_closed_terminal_removes_the_unpacked_copy_of_a_packed_bundle(tmp_path
     write_archive(str(HOSTS / "hgx-h100x8-healthy"), str(archive))
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
+
+    def unpacked() -> None:  # the copy the app reads from
+        assert [p.name[:16] for p in tmpdir.iterdir()] == ["dldoctor-bundle-"]
+
     socket = f"dldoctor-test-{uuid.uuid4().hex[:8]}"
     command = (f"env -u COLUMNS -u LINES DLDOCTOR_NO_PLUGINS=1 XDG_CONFIG_HOME={tmp_path} "
                f"TMPDIR={tmpdir} {sys.executable} -m dldoctor --from {archive}; sleep 60")  # fmt: skip
-    _tmux(socket, "new-session", "-d", "-x", "120", "-y", "40", "-s", "t", command)
     try:
-        deadline = time.monotonic() + 60
-        while "· done" not in (pane := _tmux(socket, "capture-pane", "-p", "-t", "t")):
-            assert time.monotonic() < deadline, f"no end of the run on the pane:\n{pane}"
-            time.sleep(0.25)
-        pid = _app_pid(socket)
-        unpacked = [p.name for p in tmpdir.iterdir() if p.name.startswith("dldoctor-bundle-")]
-        assert len(unpacked) == 1, unpacked  # the copy the app reads from
-        _tmux(socket, "kill-session", "-t", "t")
-        assert _gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal"
+        _hang_up(socket, command, "· done", unpacked)
         assert sorted(p.name for p in tmpdir.iterdir()) == []
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
@@ -159,21 +168,17 @@ def test_a_closed_terminal_kills_the_commands_still_running(tmp_path):
     from tests.test_deadline import MARK, ROOT, hanging_tools, left_behind, marked_processes
 
     mark = uuid.uuid4().hex
+
+    def hanging() -> None:
+        assert any("sleep 600" in p for p in marked_processes(mark))
+
     socket = f"dldoctor-test-{uuid.uuid4().hex[:8]}"
     command = (f"env -u COLUMNS -u LINES DLDOCTOR_NO_PLUGINS=1 XDG_CONFIG_HOME={tmp_path} "
                f"{MARK}={mark} PATH={hanging_tools(tmp_path / 'bin')}:{os.environ['PATH']} "
                f"{sys.executable} -m dldoctor --root {ROOT} --timeout 300; sleep 60")  # fmt: skip
-    _tmux(socket, "new-session", "-d", "-x", "120", "-y", "40", "-s", "t", command)
     try:
-        deadline = time.monotonic() + 60
-        # The app is up (a signal before it is handled as in --check) and a tool hangs.
-        while "waiting on" not in (pane := _tmux(socket, "capture-pane", "-p", "-t", "t")):
-            assert time.monotonic() < deadline, f"no check waiting on a tool:\n{pane}"
-            time.sleep(0.25)
-        assert any("sleep 600" in p for p in marked_processes(mark))
-        pid = _app_pid(socket)
-        _tmux(socket, "kill-session", "-t", "t")
-        assert _gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal"
+        # "waiting on": the app is up (a signal before that is handled as in --check).
+        _hang_up(socket, command, "waiting on", hanging)
         left = left_behind(mark)
         for line in left:  # never left to the next tests, even when this one fails
             os.kill(int(line.split()[0]), signal.SIGKILL)
