@@ -67,16 +67,19 @@ def _parent(proc) -> int | None:
 
 
 def _children() -> list[int]:
-    """Our children's pids: a few small reads of /proc (psutil scans every process)."""
-    pids: list[int] = []
-    try:
-        for tid in os.listdir("/proc/self/task"):  # a child belongs to the thread that forked it
-            with open(f"/proc/self/task/{tid}/children") as f:
-                pids += map(int, f.read().split())
-    except (OSError, ValueError):  # a kernel without CONFIG_PROC_CHILDREN
+    """Our children's pids: a few small reads of /proc (psutil scans every process). Their
+    pids cannot be reused while they are ours and unreaped."""
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):  # no CONFIG_PROC_CHILDREN
         import psutil
 
         return [p.pid for p in psutil.Process().children()]
+    pids: list[int] = []
+    for tid in os.listdir("/proc/self/task"):  # a child belongs to the thread that forked it
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                pids += map(int, f.read().split())
+        except (OSError, ValueError):  # a thread that ended meanwhile
+            continue
     return pids
 
 
