@@ -230,3 +230,10 @@ def test_a_node_command_past_its_timeout_is_killed_with_what_it_started(tmp_path
     assert proc.returncode == 3, proc.stderr
     assert json.loads((out / "sweep.json").read_text())["nodes"]["n2"]["outcome"] == "timed_out"
     assert left.stdout == ""
+
+
+def test_a_percent_sign_clustershell_cannot_replace_is_refused_before_any_node_runs(tmp_path):
+    proc = run_dldoctor("fleet", "run", "-w", "n1", "--exec", "date +%s", "-o", str(tmp_path / "o"))
+    assert proc.returncode == 2, proc.stderr  # not 5: a command line is no internal error
+    assert proc.stderr.startswith("dldoctor: --exec: ") and "%%" in proc.stderr
+    assert not (tmp_path / "o").exists()

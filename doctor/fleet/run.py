@@ -112,11 +112,29 @@ def _check_numbers(args) -> None:
         raise UsageError("--timeout must be more than 0 seconds, at most a day")
 
 
+def _check_exec(command: str | None) -> None:
+    """A `%` ClusterShell cannot replace in `--exec` is refused before the sweep's folder
+    is made (the worker would raise at the first node's start): with ClusterShell's own
+    replacement, so that what is accepted is what it runs."""
+    if command is None:
+        return
+    from ClusterShell.Worker.Exec import _replace_cmd
+    from ClusterShell.Worker.Worker import WorkerError
+
+    from dldoctor.cli import UsageError
+
+    try:
+        _replace_cmd(command, "node", 0)
+    except WorkerError as exc:
+        raise UsageError(f"--exec: {exc} (%h is the node's name)") from None
+
+
 def sweep(args) -> str:
     """Run the sweep of `args` (the `fleet run` arguments); the folder it wrote."""
     from ClusterShell.Task import task_self
 
     _check_numbers(args)
+    _check_exec(args.exec_command)
     nodes = _nodes(args)
     policy = _policy(args.policy)
     folder = _folder(args.output)
