@@ -158,6 +158,7 @@ def test_a_fix_previewed_then_cancelled_changes_nothing(tmp_path, monkeypatch):
             await pilot.press("a")
             await pilot.pause(0.2)
             assert type(pilot.app.screen).__name__ == "ConfirmScreen"
+            assert str(pilot.app.screen.query_one("#yes").label) == "Yes, apply (y)"
             await pilot.press("n")
             await pilot.pause(0.2)
             assert pilot.app.screen is fix and not fix.applied
@@ -292,3 +293,40 @@ def test_the_command_palette_opens_a_fix_and_jumps_to_a_check():
             assert "system.libc" in _text(pilot.app.screen.query_one(FindingDetail))
 
     asyncio.run(flow())
+
+
+def _applied_nouveau_fix(root) -> dict:
+    """The Nouveau fix applied under `root` by `dldoctor fix`'s own calls: a journal for
+    the history to list."""
+    from dldoctor.fixes.command import apply_and_verify, plan_for, target_for
+    from dldoctor.host.live import LiveHost
+
+    plan = plan_for("fix.gpu.blacklist_nouveau", LiveHost(str(root)))
+    record, _ = apply_and_verify(plan, target_for(str(root), None), LiveHost(str(root)))
+    return record
+
+
+def test_undo_asks_yes_undo_and_the_history_drops_the_verdict_it_undid(tmp_path, monkeypatch):
+    root, log = _nouveau_root(tmp_path, monkeypatch)
+    assert _applied_nouveau_fix(root)["verdict"] == "pending a reboot"
+    session = root_session(root)
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            await finished(pilot, session)
+            await pilot.press("u")
+            await pilot.pause(0.3)
+            history = pilot.app.screen
+            table = history.query_one("#history")
+            assert table.get_row_at(0)[2:] == ["applied", "pending a reboot"]
+            await pilot.press("u")
+            await pilot.pause(0.2)
+            label = str(pilot.app.screen.query_one("#yes").label)
+            assert label == "Yes, undo (y)"
+            await pilot.press("y")
+            await until(pilot, lambda: "undone" in _text(history.query_one("#history-state")))
+            assert table.get_row_at(0)[2:] == ["undone", ""]
+
+    asyncio.run(flow())
+    assert not (root / NOUVEAU_CONF.lstrip("/")).exists()
+
