@@ -330,3 +330,22 @@ def test_undo_asks_yes_undo_and_the_history_drops_the_verdict_it_undid(tmp_path,
     asyncio.run(flow())
     assert not (root / NOUVEAU_CONF.lstrip("/")).exists()
 
+
+
+def test_the_fix_preview_marks_an_old_file_without_a_final_newline(tmp_path, monkeypatch):
+    root, log = _nouveau_root(tmp_path, monkeypatch)
+    old = root / NOUVEAU_CONF.lstrip("/")
+    old.parent.mkdir(parents=True)
+    old.write_text("# by hand\nblacklist nvidiafb")  # no newline at its end
+    session = root_session(root)
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            fix = await _open_nouveau_fix(pilot, session)
+            lines = _text(fix.query_one("#plan")).splitlines()
+            at = lines.index("-blacklist nvidiafb")  # a line of its own, as diff prints it
+            assert lines[at + 1] == "\\ No newline at end of file"
+            assert "+blacklist nouveau" in lines
+
+    asyncio.run(flow())
+    assert old.read_text() == "# by hand\nblacklist nvidiafb" and not log.exists()
