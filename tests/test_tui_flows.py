@@ -349,3 +349,29 @@ def test_the_fix_preview_marks_an_old_file_without_a_final_newline(tmp_path, mon
 
     asyncio.run(flow())
     assert old.read_text() == "# by hand\nblacklist nvidiafb" and not log.exists()
+
+
+def test_the_nouveau_fix_on_a_host_without_an_nvidia_gpu_says_it_is_not_needed(
+    tmp_path, monkeypatch
+):
+    root, log = _nouveau_root(tmp_path, monkeypatch)
+    devices = root / "sys/bus/pci/devices"
+    for address in os.listdir(devices):  # the GPU and its audio function gone: no NVIDIA
+        if (devices / address / "vendor").read_text().strip() == "0x10de":
+            (devices / address).unlink()
+    before = tree(root)
+    session = root_session(root)
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            fix = await _open_nouveau_fix(pilot, session)  # the module is loaded: offered
+            plan = _text(fix.query_one("#plan"))
+            assert "not needed" in plan and "no NVIDIA device on the PCI bus" in plan
+            assert "+blacklist nouveau" not in plan
+            assert "Cannot apply here" in _text(fix.query_one("#interlocks"))
+            await pilot.press("a")
+            await pilot.pause(0.2)
+            assert pilot.app.screen is fix  # nothing to confirm
+
+    asyncio.run(flow())
+    assert tree(root) == before and not log.exists()
