@@ -375,3 +375,29 @@ def test_the_nouveau_fix_on_a_host_without_an_nvidia_gpu_says_it_is_not_needed(
 
     asyncio.run(flow())
     assert tree(root) == before and not log.exists()
+
+
+def test_the_detail_never_shows_a_finding_the_filter_hid():
+    session = bundle_session("hgx-h100x8-nvlink-down")
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            await finished(pilot, session)
+            screen = pilot.app.screen
+            tree = screen.query_one(FindingsTree)
+            await pilot.press("down")  # chosen by the user: no longer the worst one
+            await pilot.pause(0.2)
+            chosen = screen.selected
+            assert chosen not in (None, "system.libc")
+            assert chosen in _text(screen.query_one(FindingDetail))
+            await pilot.press("slash", *"no such words", "enter")
+            await pilot.pause(0.3)
+            assert _leaves(tree) == []
+            detail = _text(screen.query_one(FindingDetail))
+            assert chosen not in detail and "No finding matches the filter" in detail
+            await pilot.press("slash", *["backspace"] * 13, *"system.libc", "enter")
+            await pilot.pause(0.3)
+            assert _leaves(tree) == ["system.libc"] and screen.selected == "system.libc"
+            assert "system.libc" in _text(screen.query_one(FindingDetail))
+
+    asyncio.run(flow())

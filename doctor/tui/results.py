@@ -70,6 +70,7 @@ class ResultsScreen(Screen):
         self._drawn: tuple = ()
         self._shown_detail: tuple = ()
         self._last: dict = {}
+        self._filtered_out = False  # findings there are, the filters show none
         self.following = True  # the selection follows the worst finding until the user moves
 
     def compose(self) -> ComposeResult:
@@ -125,6 +126,7 @@ class ResultsScreen(Screen):
                 f" · text: {self.text_filter!r}" if self.text_filter else ""
             )
         self._update("#filter-state", state, lambda: Text(state, "dim"))
+        self._filtered_out = bool(findings) and not shown
         key = (session.generation, tuple((f.id, f.status, f.summary) for f in shown))
         if key != self._drawn:
             self._drawn = key
@@ -171,12 +173,14 @@ class ResultsScreen(Screen):
 
     def _draw_detail(self) -> None:
         finding = self.current()
-        key = (self.selected, finding)
+        key = (self.selected, finding, self._filtered_out)
         if key == self._shown_detail:
             return
         self._shown_detail = key
         evidence = self.session.evidence(finding) if finding else []
-        self.query_one(FindingDetail).show(finding, evidence, self.session.read_only)
+        self.query_one(FindingDetail).show(
+            finding, evidence, self.session.read_only, filtered_out=self._filtered_out
+        )
 
     def current(self):
         return next((f for f in self.session.findings() if f.id == self.selected), None)
