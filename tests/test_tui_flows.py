@@ -401,3 +401,26 @@ def test_the_detail_never_shows_a_finding_the_filter_hid():
             assert "system.libc" in _text(screen.query_one(FindingDetail))
 
     asyncio.run(flow())
+
+
+def _rows(widget) -> list[str]:
+    """The rows of a widget its container leaves on screen, as plain text."""
+    shown = widget.region.intersection(widget.parent.region).height
+    rows = widget.render_lines(widget.outer_size.region)[:shown]
+    return [strip.text.rstrip() for strip in rows]
+
+
+def test_at_40_columns_the_counts_and_the_header_still_say_what_they_mean():
+    session = bundle_session("hgx-h100x8-gpu3-x8")
+
+    async def flow():
+        async with app_for(session).run_test(size=(40, 30)) as pilot:
+            await finished(pilot, session)
+            screen = pilot.app.screen
+            counts = " ".join(_rows(screen.query_one("#counts")))
+            assert "✗ 1 fail" in counts and "! 1 warn" in counts and "· done" in counts
+            header = _rows(screen.query_one("#host"))
+            assert len(header) == 3 and header[2].endswith("gpu3-x8 (read-only)")
+            assert header[0].startswith(" hgx-h100-02") and "…" in header[0]
+
+    asyncio.run(flow())

@@ -32,7 +32,20 @@ class HostHeader(Static):
         second = " · ".join(
             v for v in (host.gpus or "no NVIDIA GPU seen", host.driver, host.ram) if v
         )
-        self.update(Group(Text(first, style="bold"), Text(second), Text(host.source, "dim")))
+        # One row each on a narrow terminal: a wrapped first line would push the source
+        # ("(read-only)") out of the header's three rows.
+        width = self.content_size.width
+        lines = ((first, "bold"), (second, ""), (host.source, "dim"))
+        self.update(Group(*(Text(_fit(t, width), style) for t, style in lines)))
+
+
+def _fit(text: str, width: int) -> str:
+    """`text` in `width` columns, its middle cut to "…": the ends say the most (the host's
+    name; "(read-only)")."""
+    if width <= 1 or len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return f"{text[:head]}…{text[len(text) - (width - 1 - head):]}"
 
 
 def matches(finding: Finding, text: str, statuses: frozenset[Status] | None) -> bool:
