@@ -16,7 +16,7 @@ from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered
 from dldoctor.tui.findings import FindingDetail, FindingsTree
 from dldoctor.tui.session import Session
-from tests.conftest import HOSTS, report_of, run_dldoctor, verdicts
+from tests.conftest import FIXTURES, HOSTS, report_of, run_dldoctor, verdicts
 from tests.test_fix_plan import tree
 from tests.test_host_live import fake_command
 from tests.tui_support import (
@@ -424,3 +424,24 @@ def test_at_40_columns_the_counts_and_the_header_still_say_what_they_mean():
             assert header[0].startswith(" hgx-h100-02") and "…" in header[0]
 
     asyncio.run(flow())
+
+
+def test_a_sos_report_without_the_drivers_answers_says_gpu_facts_not_captured():
+    import contextlib
+
+    from dldoctor.host.foreign import open_foreign
+
+    sos = FIXTURES / "foreign" / "sos" / "sosreport-host0-2026-12-01-hsxafrq.tar.xz"
+    with contextlib.ExitStack() as cleanup:
+        host, folder = open_foreign(str(sos), cleanup)
+        session = Session(lambda: host, Policy(), ordered(builtin_checks()),
+                          read_only=True, bundle=folder, label=str(sos))  # fmt: skip
+
+        async def flow():
+            async with app_for(session).run_test(size=SIZE) as pilot:
+                await finished(pilot, session)
+                header = _text(pilot.app.screen.query_one("#host"))
+                assert "GPU facts not captured" in header
+                assert "no NVIDIA GPU seen" not in header
+
+        asyncio.run(flow())

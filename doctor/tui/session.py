@@ -241,9 +241,12 @@ class Session:
 
             bus = self._done_fact("pci.devices")
             seen = len(bus.gpus(NVIDIA)) if bus is not None else 0
-            return (
-                f"{seen} NVIDIA GPU(s) on the PCI bus, none seen through the driver" if seen else ""
-            )
+            on_bus = f"{seen} NVIDIA GPU(s) on the PCI bus" if seen else ""
+            # A capture without the driver's answers (a sos report) says nothing of GPUs:
+            # "none seen" would read as "none there".
+            if self.facts is not None and self.facts.not_captured("gpu.nvidia"):
+                return f"{on_bus}; GPU facts not captured" if seen else "GPU facts not captured"
+            return f"{on_bus}, none seen through the driver" if seen else ""
         names = sorted({g.name for g in gpus if g.name})
         return f"{len(gpus)} × {', '.join(names) or 'NVIDIA GPU'}"
 
