@@ -445,3 +445,28 @@ def test_a_sos_report_without_the_drivers_answers_says_gpu_facts_not_captured():
                 assert "no NVIDIA GPU seen" not in header
 
         asyncio.run(flow())
+
+
+def test_the_export_suggests_a_name_without_the_host_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the suggestion lies in the working folder
+    session = bundle_session("hgx-h100x8-roce-mtu1500")
+    hostname = "hgx-h100-07"
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            await finished(pilot, session)
+            assert session.run.report.host["hostname"] == hostname
+            await pilot.press("e")
+            await pilot.pause(0.2)
+            form = pilot.app.screen
+            suggested = form.query_one("#export-path").value
+            assert suggested.startswith(str(tmp_path)) and suggested.endswith(".tar.gz")
+            assert hostname not in suggested
+            await pilot.click("#export-go")
+            await until(pilot, lambda: "written:" in _text(form.query_one("#export-state")))
+
+    asyncio.run(flow())
+    (archive,) = tmp_path.glob("*.tar.gz")
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert names and not [n for n in names if hostname in n]
