@@ -470,3 +470,21 @@ def test_the_export_suggests_a_name_without_the_host_name(tmp_path, monkeypatch)
     with tarfile.open(archive) as tar:
         names = tar.getnames()
     assert names and not [n for n in names if hostname in n]
+
+
+def test_a_fix_previewed_from_a_bundle_judges_no_gpu_process_of_this_machine():
+    session = bundle_session("hgx-h100x8-roce-mtu1500")
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            await finished(pilot, session)
+            assert pilot.app.screen.selected == "network.roce"
+            await pilot.press("f")
+            fix = pilot.app.screen
+            await until(pilot, lambda: fix.flow is not None)
+            assert fix.flow.plan.disturbs_gpus
+            said = _text(fix.query_one("#interlocks"))
+            assert "no process holds a GPU now" not in said
+            assert "judged on the live host, never from a bundle" in said
+
+    asyncio.run(flow())
