@@ -488,3 +488,24 @@ def test_a_fix_previewed_from_a_bundle_judges_no_gpu_process_of_this_machine():
             assert "judged on the live host, never from a bundle" in said
 
     asyncio.run(flow())
+
+
+def test_the_history_of_a_bundle_lists_nothing_of_this_machine_and_undoes_nothing():
+    session = bundle_session("workstation-rtx4090-nouveau")
+
+    async def flow():
+        async with app_for(session).run_test(size=SIZE) as pilot:
+            await finished(pilot, session)
+            await pilot.press("u")
+            await pilot.pause(0.3)
+            history = pilot.app.screen
+            assert type(history).__name__ == "HistoryScreen"
+            assert "a replayed bundle holds no fix history" in _text(
+                history.query_one("#history-state")
+            )
+            assert history.query_one("#history").row_count == 0
+            await pilot.press("u")
+            await pilot.pause(0.2)
+            assert pilot.app.screen is history  # nothing to confirm
+
+    asyncio.run(flow())

@@ -34,6 +34,12 @@ class HistoryScreen(Screen):
 
         table = self.query_one(DataTable)
         table.clear()
+        if self.session.read_only:  # this machine's journal is not the bundle host's
+            self.query_one("#history-state", Static).update(
+                "a replayed bundle holds no fix history, and nothing is undone from one "
+                "(this machine's: `dldoctor fix --history`)"
+            )
+            return
         try:
             records = history(self.session)
         except Exception as exc:  # noqa: BLE001 - an unreadable journal, said on screen
