@@ -25,6 +25,7 @@ from tests.tui_support import (
     app_for,
     bundle_session,
     copy_root,
+    drive,
     finished,
     root_session,
     until,
@@ -311,23 +312,21 @@ def test_undo_asks_yes_undo_and_the_history_drops_the_verdict_it_undid(tmp_path,
     assert _applied_nouveau_fix(root)["verdict"] == "pending a reboot"
     session = root_session(root)
 
-    async def flow():
-        async with app_for(session).run_test(size=SIZE) as pilot:
-            await finished(pilot, session)
-            await pilot.press("u")
-            await pilot.pause(0.3)
-            history = pilot.app.screen
-            table = history.query_one("#history")
-            assert table.get_row_at(0)[2:] == ["applied", "pending a reboot"]
-            await pilot.press("u")
-            await pilot.pause(0.2)
-            label = str(pilot.app.screen.query_one("#yes").label)
-            assert label == "Yes, undo (y)"
-            await pilot.press("y")
-            await until(pilot, lambda: "undone" in _text(history.query_one("#history-state")))
-            assert table.get_row_at(0)[2:] == ["undone", ""]
+    async def steps(pilot):
+        await pilot.press("u")
+        await pilot.pause(0.3)
+        history = pilot.app.screen
+        table = history.query_one("#history")
+        assert table.get_row_at(0)[2:] == ["applied", "pending a reboot"]
+        await pilot.press("u")
+        await pilot.pause(0.2)
+        label = str(pilot.app.screen.query_one("#yes").label)
+        assert label == "Yes, undo (y)"
+        await pilot.press("y")
+        await until(pilot, lambda: "undone" in _text(history.query_one("#history-state")))
+        assert table.get_row_at(0)[2:] == ["undone", ""]
 
-    asyncio.run(flow())
+    drive(session, steps)
     assert not (root / NOUVEAU_CONF.lstrip("/")).exists()
 
 
@@ -339,15 +338,14 @@ def test_the_fix_preview_marks_an_old_file_without_a_final_newline(tmp_path, mon
     old.write_text("# by hand\nblacklist nvidiafb")  # no newline at its end
     session = root_session(root)
 
-    async def flow():
-        async with app_for(session).run_test(size=SIZE) as pilot:
-            fix = await _open_nouveau_fix(pilot, session)
-            lines = _text(fix.query_one("#plan")).splitlines()
-            at = lines.index("-blacklist nvidiafb")  # a line of its own, as diff prints it
-            assert lines[at + 1] == "\\ No newline at end of file"
-            assert "+blacklist nouveau" in lines
+    async def steps(pilot):
+        fix = await _open_nouveau_fix(pilot, session)
+        lines = _text(fix.query_one("#plan")).splitlines()
+        at = lines.index("-blacklist nvidiafb")  # a line of its own, as diff prints it
+        assert lines[at + 1] == "\\ No newline at end of file"
+        assert "+blacklist nouveau" in lines
 
-    asyncio.run(flow())
+    drive(session, steps)
     assert old.read_text() == "# by hand\nblacklist nvidiafb" and not log.exists()
 
 
@@ -362,45 +360,42 @@ def test_the_nouveau_fix_on_a_host_without_an_nvidia_gpu_says_it_is_not_needed(
     before = tree(root)
     session = root_session(root)
 
-    async def flow():
-        async with app_for(session).run_test(size=SIZE) as pilot:
-            fix = await _open_nouveau_fix(pilot, session)  # the module is loaded: offered
-            plan = _text(fix.query_one("#plan"))
-            assert "not needed" in plan and "no NVIDIA device on the PCI bus" in plan
-            assert "+blacklist nouveau" not in plan
-            assert "Cannot apply here" in _text(fix.query_one("#interlocks"))
-            await pilot.press("a")
-            await pilot.pause(0.2)
-            assert pilot.app.screen is fix  # nothing to confirm
+    async def steps(pilot):
+        fix = await _open_nouveau_fix(pilot, session)  # the module is loaded: offered
+        plan = _text(fix.query_one("#plan"))
+        assert "not needed" in plan and "no NVIDIA device on the PCI bus" in plan
+        assert "+blacklist nouveau" not in plan
+        assert "Cannot apply here" in _text(fix.query_one("#interlocks"))
+        await pilot.press("a")
+        await pilot.pause(0.2)
+        assert pilot.app.screen is fix  # nothing to confirm
 
-    asyncio.run(flow())
+    drive(session, steps)
     assert tree(root) == before and not log.exists()
 
 
 def test_the_detail_never_shows_a_finding_the_filter_hid():
     session = bundle_session("hgx-h100x8-nvlink-down")
 
-    async def flow():
-        async with app_for(session).run_test(size=SIZE) as pilot:
-            await finished(pilot, session)
-            screen = pilot.app.screen
-            tree = screen.query_one(FindingsTree)
-            await pilot.press("down")  # chosen by the user: no longer the worst one
-            await pilot.pause(0.2)
-            chosen = screen.selected
-            assert chosen not in (None, "system.libc")
-            assert chosen in _text(screen.query_one(FindingDetail))
-            await pilot.press("slash", *"no such words", "enter")
-            await pilot.pause(0.3)
-            assert _leaves(tree) == []
-            detail = _text(screen.query_one(FindingDetail))
-            assert chosen not in detail and "No finding matches the filter" in detail
-            await pilot.press("slash", *["backspace"] * 13, *"system.libc", "enter")
-            await pilot.pause(0.3)
-            assert _leaves(tree) == ["system.libc"] and screen.selected == "system.libc"
-            assert "system.libc" in _text(screen.query_one(FindingDetail))
+    async def steps(pilot):
+        screen = pilot.app.screen
+        tree = screen.query_one(FindingsTree)
+        await pilot.press("down")  # chosen by the user: no longer the worst one
+        await pilot.pause(0.2)
+        chosen = screen.selected
+        assert chosen not in (None, "system.libc")
+        assert chosen in _text(screen.query_one(FindingDetail))
+        await pilot.press("slash", *"no such words", "enter")
+        await pilot.pause(0.3)
+        assert _leaves(tree) == []
+        detail = _text(screen.query_one(FindingDetail))
+        assert chosen not in detail and "No finding matches the filter" in detail
+        await pilot.press("slash", *["backspace"] * 13, *"system.libc", "enter")
+        await pilot.pause(0.3)
+        assert _leaves(tree) == ["system.libc"] and screen.selected == "system.libc"
+        assert "system.libc" in _text(screen.query_one(FindingDetail))
 
-    asyncio.run(flow())
+    drive(session, steps)
 
 
 def _rows(widget) -> list[str]:
@@ -413,17 +408,15 @@ def _rows(widget) -> list[str]:
 def test_at_40_columns_the_counts_and_the_header_still_say_what_they_mean():
     session = bundle_session("hgx-h100x8-gpu3-x8")
 
-    async def flow():
-        async with app_for(session).run_test(size=(40, 30)) as pilot:
-            await finished(pilot, session)
-            screen = pilot.app.screen
-            counts = " ".join(_rows(screen.query_one("#counts")))
-            assert "✗ 1 fail" in counts and "! 1 warn" in counts and "· done" in counts
-            header = _rows(screen.query_one("#host"))
-            assert len(header) == 3 and header[2].endswith("gpu3-x8 (read-only)")
-            assert header[0].startswith(" hgx-h100-02") and "…" in header[0]
+    async def steps(pilot):
+        screen = pilot.app.screen
+        counts = " ".join(_rows(screen.query_one("#counts")))
+        assert "✗ 1 fail" in counts and "! 1 warn" in counts and "· done" in counts
+        header = _rows(screen.query_one("#host"))
+        assert len(header) == 3 and header[2].endswith("gpu3-x8 (read-only)")
+        assert header[0].startswith(" hgx-h100-02") and "…" in header[0]
 
-    asyncio.run(flow())
+    drive(session, steps, size=(40, 30))
 
 
 def test_a_sos_report_without_the_drivers_answers_says_gpu_facts_not_captured():
@@ -437,14 +430,12 @@ def test_a_sos_report_without_the_drivers_answers_says_gpu_facts_not_captured():
         session = Session(lambda: host, Policy(), ordered(builtin_checks()),
                           read_only=True, bundle=folder, label=str(sos))  # fmt: skip
 
-        async def flow():
-            async with app_for(session).run_test(size=SIZE) as pilot:
-                await finished(pilot, session)
-                header = _text(pilot.app.screen.query_one("#host"))
-                assert "GPU facts not captured" in header
-                assert "no NVIDIA GPU seen" not in header
+        async def steps(pilot):
+            header = _text(pilot.app.screen.query_one("#host"))
+            assert "GPU facts not captured" in header
+            assert "no NVIDIA GPU seen" not in header
 
-        asyncio.run(flow())
+        drive(session, steps)
 
 
 def test_the_export_suggests_a_name_without_the_host_name(tmp_path, monkeypatch):
@@ -452,20 +443,18 @@ def test_the_export_suggests_a_name_without_the_host_name(tmp_path, monkeypatch)
     session = bundle_session("hgx-h100x8-roce-mtu1500")
     hostname = "hgx-h100-07"
 
-    async def flow():
-        async with app_for(session).run_test(size=SIZE) as pilot:
-            await finished(pilot, session)
-            assert session.run.report.host["hostname"] == hostname
-            await pilot.press("e")
-            await pilot.pause(0.2)
-            form = pilot.app.screen
-            suggested = form.query_one("#export-path").value
-            assert suggested.startswith(str(tmp_path)) and suggested.endswith(".tar.gz")
-            assert hostname not in suggested
-            await pilot.click("#export-go")
-            await until(pilot, lambda: "written:" in _text(form.query_one("#export-state")))
+    async def steps(pilot):
+        assert session.run.report.host["hostname"] == hostname
+        await pilot.press("e")
+        await pilot.pause(0.2)
+        form = pilot.app.screen
+        suggested = form.query_one("#export-path").value
+        assert suggested.startswith(str(tmp_path)) and suggested.endswith(".tar.gz")
+        assert hostname not in suggested
+        await pilot.click("#export-go")
+        await until(pilot, lambda: "written:" in _text(form.query_one("#export-state")))
 
-    asyncio.run(flow())
+    drive(session, steps)
     (archive,) = tmp_path.glob("*.tar.gz")
     with tarfile.open(archive) as tar:
         names = tar.getnames()
@@ -475,37 +464,33 @@ def test_the_export_suggests_a_name_without_the_host_name(tmp_path, monkeypatch)
 def test_a_fix_previewed_from_a_bundle_judges_no_gpu_process_of_this_machine():
     session = bundle_session("hgx-h100x8-roce-mtu1500")
 
-    async def flow():
-        async with app_for(session).run_test(size=SIZE) as pilot:
-            await finished(pilot, session)
-            assert pilot.app.screen.selected == "network.roce"
-            await pilot.press("f")
-            fix = pilot.app.screen
-            await until(pilot, lambda: fix.flow is not None)
-            assert fix.flow.plan.disturbs_gpus
-            said = _text(fix.query_one("#interlocks"))
-            assert "no process holds a GPU now" not in said
-            assert "judged on the live host, never from a bundle" in said
+    async def steps(pilot):
+        assert pilot.app.screen.selected == "network.roce"
+        await pilot.press("f")
+        fix = pilot.app.screen
+        await until(pilot, lambda: fix.flow is not None)
+        assert fix.flow.plan.disturbs_gpus
+        said = _text(fix.query_one("#interlocks"))
+        assert "no process holds a GPU now" not in said
+        assert "judged on the live host, never from a bundle" in said
 
-    asyncio.run(flow())
+    drive(session, steps)
 
 
 def test_the_history_of_a_bundle_lists_nothing_of_this_machine_and_undoes_nothing():
     session = bundle_session("workstation-rtx4090-nouveau")
 
-    async def flow():
-        async with app_for(session).run_test(size=SIZE) as pilot:
-            await finished(pilot, session)
-            await pilot.press("u")
-            await pilot.pause(0.3)
-            history = pilot.app.screen
-            assert type(history).__name__ == "HistoryScreen"
-            assert "a replayed bundle holds no fix history" in _text(
-                history.query_one("#history-state")
-            )
-            assert history.query_one("#history").row_count == 0
-            await pilot.press("u")
-            await pilot.pause(0.2)
-            assert pilot.app.screen is history  # nothing to confirm
+    async def steps(pilot):
+        await pilot.press("u")
+        await pilot.pause(0.3)
+        history = pilot.app.screen
+        assert type(history).__name__ == "HistoryScreen"
+        assert "a replayed bundle holds no fix history" in _text(
+            history.query_one("#history-state")
+        )
+        assert history.query_one("#history").row_count == 0
+        await pilot.press("u")
+        await pilot.pause(0.2)
+        assert pilot.app.screen is history  # nothing to confirm
 
-    asyncio.run(flow())
+    drive(session, steps)
