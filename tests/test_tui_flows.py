@@ -419,6 +419,19 @@ def test_at_40_columns_the_counts_and_the_header_still_say_what_they_mean():
     drive(session, steps, size=(40, 30))
 
 
+def test_at_40_columns_the_export_form_fits_on_the_screen():
+    session = bundle_session("hgx-h100x8-gpu3-x8")
+
+    async def steps(pilot):
+        await pilot.press("e")
+        await pilot.pause(0.3)
+        form = pilot.app.screen.query_one("#export")
+        assert form.region.x >= 0 and form.region.right <= 40
+        assert pilot.app.screen.query_one("#export-go").region.right <= 40
+
+    drive(session, steps, size=(40, 30))
+
+
 def test_a_sos_report_without_the_drivers_answers_says_gpu_facts_not_captured():
     import contextlib
 
