@@ -432,6 +432,19 @@ def test_at_40_columns_the_export_form_fits_on_the_screen():
     drive(session, steps, size=(40, 30))
 
 
+def test_at_120_columns_the_footer_shows_help_and_quit():
+    from textual.widgets._footer import FooterKey
+
+    session = bundle_session("hgx-h100x8-gpu3-x8")
+
+    async def steps(pilot):
+        keys = {k.key: k for k in pilot.app.screen.query(FooterKey)}
+        for key in ("question_mark", "q"):
+            assert 0 < keys[key].region.right <= SIZE[0], key
+
+    drive(session, steps)
+
+
 def test_a_sos_report_without_the_drivers_answers_says_gpu_facts_not_captured():
     import contextlib
 

@@ -71,10 +71,13 @@ class ResultsScreen(Screen):
         Binding("f", "fix", "Fix"),
         Binding("e", "export", "Export snapshot"),
         Binding("r", "rerun_all", "Re-run all"),
-        Binding("R", "rerun_one", "Re-run this check"),
+        # R and c stay out of the footer (help lists them; the detail says "c copies the
+        # commands" where there are some): with them, "? Help" and "q Quit" did not fit
+        # in 120 columns.
+        Binding("R", "rerun_one", "Re-run this check", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("s", "cycle_status", "Status filter"),
-        Binding("c", "copy", "Copy commands"),
+        Binding("c", "copy", "Copy commands", show=False),
         Binding("u", "history", "Fix history"),
         Binding("question_mark", "help", "Help"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
