@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dldoctor.facts import Facts
+from dldoctor.facts.nvidia import no_nvidia_device
 from dldoctor.facts.system import os_release
 from dldoctor.fixes.plan import Plan, RunCommand, WriteFile
 from dldoctor.fixes.systemd import enabled, unit_file
@@ -30,7 +31,20 @@ INITRAMFS = {"debian": ("update-initramfs", "-u"), "rhel": ("dracut", "-f")}
 
 def blacklist_nouveau(facts: Facts) -> Plan:
     """Nouveau kept from loading at boot: the modprobe.d file, and the initramfs rebuilt
-    so that the early boot (which loads GPU drivers from it) obeys it too."""
+    so that the early boot (which loads GPU drivers from it) obeys it too. Not on a host
+    whose PCI bus, read in full, has no NVIDIA device: Nouveau is in no one's way there."""
+    if no_nvidia_device(facts):
+        return Plan(
+            "fix.gpu.blacklist_nouveau",
+            "keep Nouveau from loading: not needed here",
+            (),
+            resolves=("gpu.nouveau",),
+            notes=(
+                "no NVIDIA device on the PCI bus: Nouveau keeps no NVIDIA driver from a GPU, "
+                "so blacklisting it is not needed (unload it with `modprobe -r nouveau` "
+                "if it is unwanted)",
+            ),
+        )
     steps: list = [WriteFile(NOUVEAU_CONF, NOUVEAU_LINES)]
     notes: tuple[str, ...] = ()
     rebuild = INITRAMFS.get(family(facts))

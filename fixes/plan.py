@@ -88,8 +88,8 @@ class WriteFile:
         return (self.path,)
 
     def describe(self, target: Target) -> str:
-        old = (target.read(self.path) or b"").decode("utf-8", "replace").splitlines(True)
-        new = self.content.decode("utf-8", "replace").splitlines(True)
+        old = _diff_lines(target.read(self.path) or b"")
+        new = _diff_lines(self.content)
         diff = difflib.unified_diff(old, new, f"a{self.path}", f"b{self.path}")
         return f"write {self.path} (mode {self.mode:o})\n" + "".join(diff)
 
@@ -98,6 +98,17 @@ class WriteFile:
 
     def undo(self, target: Target) -> None:
         """Files are restored from the journal's backups; nothing else to do."""
+
+
+def _diff_lines(content: bytes) -> list[str]:
+    """The lines of a file for a diff, each ending in a newline: a last line without one
+    is marked as diff marks it (else the diff glues it to the next line it prints). Split
+    at newlines only (str.splitlines also splits at form feeds and the like)."""
+    *whole, last = content.decode("utf-8", "replace").split("\n")
+    lines = [f"{line}\n" for line in whole]
+    if last:
+        lines.append(f"{last}\n\\ No newline at end of file\n")
+    return lines
 
 
 @dataclass(frozen=True)

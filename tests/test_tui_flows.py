@@ -16,7 +16,7 @@ from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered
 from dldoctor.tui.findings import FindingDetail, FindingsTree
 from dldoctor.tui.session import Session
-from tests.conftest import HOSTS, report_of, run_dldoctor, verdicts
+from tests.conftest import FIXTURES, HOSTS, report_of, run_dldoctor, verdicts
 from tests.test_fix_plan import tree
 from tests.test_host_live import fake_command
 from tests.tui_support import (
@@ -25,6 +25,7 @@ from tests.tui_support import (
     app_for,
     bundle_session,
     copy_root,
+    drive,
     finished,
     root_session,
     until,
@@ -158,6 +159,7 @@ def test_a_fix_previewed_then_cancelled_changes_nothing(tmp_path, monkeypatch):
             await pilot.press("a")
             await pilot.pause(0.2)
             assert type(pilot.app.screen).__name__ == "ConfirmScreen"
+            assert str(pilot.app.screen.query_one("#yes").label) == "Yes, apply (y)"
             await pilot.press("n")
             await pilot.pause(0.2)
             assert pilot.app.screen is fix and not fix.applied
@@ -292,3 +294,229 @@ def test_the_command_palette_opens_a_fix_and_jumps_to_a_check():
             assert "system.libc" in _text(pilot.app.screen.query_one(FindingDetail))
 
     asyncio.run(flow())
+
+
+def _applied_nouveau_fix(root) -> dict:
+    """The Nouveau fix applied under `root` by `dldoctor fix`'s own calls: a journal for
+    the history to list."""
+    from dldoctor.fixes.command import apply_and_verify, plan_for, target_for
+    from dldoctor.host.live import LiveHost
+
+    plan = plan_for("fix.gpu.blacklist_nouveau", LiveHost(str(root)))
+    record, _ = apply_and_verify(plan, target_for(str(root), None), LiveHost(str(root)))
+    return record
+
+
+def test_undo_asks_yes_undo_and_the_history_drops_the_verdict_it_undid(tmp_path, monkeypatch):
+    root, log = _nouveau_root(tmp_path, monkeypatch)
+    assert _applied_nouveau_fix(root)["verdict"] == "pending a reboot"
+    session = root_session(root)
+
+    async def steps(pilot):
+        await pilot.press("u")
+        await pilot.pause(0.3)
+        history = pilot.app.screen
+        table = history.query_one("#history")
+        assert table.get_row_at(0)[2:] == ["applied", "pending a reboot"]
+        await pilot.press("u")
+        await pilot.pause(0.2)
+        label = str(pilot.app.screen.query_one("#yes").label)
+        assert label == "Yes, undo (y)"
+        await pilot.press("y")
+        await until(pilot, lambda: "undone" in _text(history.query_one("#history-state")))
+        assert table.get_row_at(0)[2:] == ["undone", ""]
+
+    drive(session, steps)
+    assert not (root / NOUVEAU_CONF.lstrip("/")).exists()
+
+
+
+def test_the_fix_preview_marks_an_old_file_without_a_final_newline(tmp_path, monkeypatch):
+    root, log = _nouveau_root(tmp_path, monkeypatch)
+    old = root / NOUVEAU_CONF.lstrip("/")
+    old.parent.mkdir(parents=True)
+    old.write_text("# by hand\nblacklist nvidiafb")  # no newline at its end
+    session = root_session(root)
+
+    async def steps(pilot):
+        fix = await _open_nouveau_fix(pilot, session)
+        lines = _text(fix.query_one("#plan")).splitlines()
+        at = lines.index("-blacklist nvidiafb")  # a line of its own, as diff prints it
+        assert lines[at + 1] == "\\ No newline at end of file"
+        assert "+blacklist nouveau" in lines
+
+    drive(session, steps)
+    assert old.read_text() == "# by hand\nblacklist nvidiafb" and not log.exists()
+
+
+def test_the_nouveau_fix_on_a_host_without_an_nvidia_gpu_says_it_is_not_needed(
+    tmp_path, monkeypatch
+):
+    root, log = _nouveau_root(tmp_path, monkeypatch)
+    devices = root / "sys/bus/pci/devices"
+    for address in os.listdir(devices):  # the GPU and its audio function gone: no NVIDIA
+        if (devices / address / "vendor").read_text().strip() == "0x10de":
+            (devices / address).unlink()
+    before = tree(root)
+    session = root_session(root)
+
+    async def steps(pilot):
+        fix = await _open_nouveau_fix(pilot, session)  # the module is loaded: offered
+        plan = _text(fix.query_one("#plan"))
+        assert "not needed" in plan and "no NVIDIA device on the PCI bus" in plan
+        assert "+blacklist nouveau" not in plan
+        assert "Cannot apply here" in _text(fix.query_one("#interlocks"))
+        await pilot.press("a")
+        await pilot.pause(0.2)
+        assert pilot.app.screen is fix  # nothing to confirm
+
+    drive(session, steps)
+    assert tree(root) == before and not log.exists()
+
+
+def test_the_detail_never_shows_a_finding_the_filter_hid():
+    session = bundle_session("hgx-h100x8-nvlink-down")
+
+    async def steps(pilot):
+        screen = pilot.app.screen
+        tree = screen.query_one(FindingsTree)
+        await pilot.press("down")  # chosen by the user: no longer the worst one
+        await pilot.pause(0.2)
+        chosen = screen.selected
+        assert chosen not in (None, "system.libc")
+        assert chosen in _text(screen.query_one(FindingDetail))
+        await pilot.press("slash", *"no such words", "enter")
+        await pilot.pause(0.3)
+        assert _leaves(tree) == []
+        detail = _text(screen.query_one(FindingDetail))
+        assert chosen not in detail and "No finding matches the filter" in detail
+        await pilot.press("slash", *["backspace"] * 13, *"system.libc", "enter")
+        await pilot.pause(0.3)
+        assert _leaves(tree) == ["system.libc"] and screen.selected == "system.libc"
+        assert "system.libc" in _text(screen.query_one(FindingDetail))
+
+    drive(session, steps)
+
+
+def _rows(widget) -> list[str]:
+    """The rows of a widget its container leaves on screen, as plain text."""
+    shown = widget.region.intersection(widget.parent.region).height
+    rows = widget.render_lines(widget.outer_size.region)[:shown]
+    return [strip.text.rstrip() for strip in rows]
+
+
+def test_at_40_columns_the_counts_and_the_header_still_say_what_they_mean():
+    session = bundle_session("hgx-h100x8-gpu3-x8")
+
+    async def steps(pilot):
+        screen = pilot.app.screen
+        counts = " ".join(_rows(screen.query_one("#counts")))
+        assert "✗ 1 fail" in counts and "! 1 warn" in counts and "· done" in counts
+        header = _rows(screen.query_one("#host"))
+        assert len(header) == 3 and header[2].endswith("gpu3-x8 (read-only)")
+        assert header[0].startswith(" hgx-h100-02") and "…" in header[0]
+
+    drive(session, steps, size=(40, 30))
+
+
+def test_at_40_columns_the_export_form_fits_on_the_screen():
+    session = bundle_session("hgx-h100x8-gpu3-x8")
+
+    async def steps(pilot):
+        await pilot.press("e")
+        await pilot.pause(0.3)
+        form = pilot.app.screen.query_one("#export")
+        assert form.region.x >= 0 and form.region.right <= 40
+        assert pilot.app.screen.query_one("#export-go").region.right <= 40
+
+    drive(session, steps, size=(40, 30))
+
+
+def test_at_120_columns_the_footer_shows_help_and_quit():
+    from textual.widgets._footer import FooterKey
+
+    session = bundle_session("hgx-h100x8-gpu3-x8")
+
+    async def steps(pilot):
+        keys = {k.key: k for k in pilot.app.screen.query(FooterKey)}
+        for key in ("question_mark", "q"):
+            assert 0 < keys[key].region.right <= SIZE[0], key
+
+    drive(session, steps)
+
+
+def test_a_sos_report_without_the_drivers_answers_says_gpu_facts_not_captured():
+    import contextlib
+
+    from dldoctor.host.foreign import open_foreign
+
+    sos = FIXTURES / "foreign" / "sos" / "sosreport-host0-2026-12-01-hsxafrq.tar.xz"
+    with contextlib.ExitStack() as cleanup:
+        host, folder = open_foreign(str(sos), cleanup)
+        session = Session(lambda: host, Policy(), ordered(builtin_checks()),
+                          read_only=True, bundle=folder, label=str(sos))  # fmt: skip
+
+        async def steps(pilot):
+            header = _text(pilot.app.screen.query_one("#host"))
+            assert "GPU facts not captured" in header
+            assert "no NVIDIA GPU seen" not in header
+
+        drive(session, steps)
+
+
+def test_the_export_suggests_a_name_without_the_host_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the suggestion lies in the working folder
+    session = bundle_session("hgx-h100x8-roce-mtu1500")
+    hostname = "hgx-h100-07"
+
+    async def steps(pilot):
+        assert session.run.report.host["hostname"] == hostname
+        await pilot.press("e")
+        await pilot.pause(0.2)
+        form = pilot.app.screen
+        suggested = form.query_one("#export-path").value
+        assert suggested.startswith(str(tmp_path)) and suggested.endswith(".tar.gz")
+        assert hostname not in suggested
+        await pilot.click("#export-go")
+        await until(pilot, lambda: "written:" in _text(form.query_one("#export-state")))
+
+    drive(session, steps)
+    (archive,) = tmp_path.glob("*.tar.gz")
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert names and not [n for n in names if hostname in n]
+
+
+def test_a_fix_previewed_from_a_bundle_judges_no_gpu_process_of_this_machine():
+    session = bundle_session("hgx-h100x8-roce-mtu1500")
+
+    async def steps(pilot):
+        assert pilot.app.screen.selected == "network.roce"
+        await pilot.press("f")
+        fix = pilot.app.screen
+        await until(pilot, lambda: fix.flow is not None)
+        assert fix.flow.plan.disturbs_gpus
+        said = _text(fix.query_one("#interlocks"))
+        assert "no process holds a GPU now" not in said
+        assert "judged on the live host, never from a bundle" in said
+
+    drive(session, steps)
+
+
+def test_the_history_of_a_bundle_lists_nothing_of_this_machine_and_undoes_nothing():
+    session = bundle_session("workstation-rtx4090-nouveau")
+
+    async def steps(pilot):
+        await pilot.press("u")
+        await pilot.pause(0.3)
+        history = pilot.app.screen
+        assert type(history).__name__ == "HistoryScreen"
+        assert "a replayed bundle holds no fix history" in _text(
+            history.query_one("#history-state")
+        )
+        assert history.query_one("#history").row_count == 0
+        await pilot.press("u")
+        await pilot.pause(0.2)
+        assert pilot.app.screen is history  # nothing to confirm
+
+    drive(session, steps)

@@ -3,6 +3,7 @@ waiting for a run to end without sleeping blindly."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import threading
 
@@ -67,3 +68,14 @@ class HangingHost(ReplayHost):
 
 def app_for(session: Session) -> DoctorApp:
     return DoctorApp(session)
+
+
+def drive(session: Session, steps, size=SIZE) -> None:
+    """The app on `session`, headless: `await steps(pilot)` once the run has ended."""
+
+    async def flow():
+        async with app_for(session).run_test(size=size) as pilot:
+            await finished(pilot, session)
+            await steps(pilot)
+
+    asyncio.run(flow())

@@ -14,7 +14,15 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from dldoctor.host.base import NOT_CAPTURED, Answer, Host, ProbeFailed, op_label, seconds
+from dldoctor.host.base import (
+    NOT_CAPTURED,
+    Answer,
+    Host,
+    NotCaptured,
+    ProbeFailed,
+    op_label,
+    seconds,
+)
 from dldoctor.host.recording import ObservingHost
 from dldoctor.model import Evidence
 
@@ -206,6 +214,13 @@ class Facts:
         with self._lock:
             slot = self._slots.get(name)
         return slot.value if slot is not None and slot.done and slot.error is None else None
+
+    def not_captured(self, name: str) -> bool:
+        """The fact called `name` is computed and failed for an answer the capture lacks:
+        unknown, never absent (a display must not say "none")."""
+        with self._lock:
+            slot = self._slots.get(name)
+        return slot is not None and slot.done and isinstance(slot.error, NotCaptured)
 
     def blocker(self, thread_id: int) -> str:
         """What a thread waits on, following waits on facts to the operation that holds

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dldoctor.facts import FactContext, FactFailed, fact
+from dldoctor.facts import FactContext, FactFailed, Facts, fact
 from dldoctor.facts import gpu as g
 from dldoctor.facts.gpu import Gpu, NvidiaStack, normalise_pci_bus_id, reasons_from_mask
 from dldoctor.facts.reading import to_int
@@ -280,7 +280,7 @@ def _from_nvidia_smi_text(ctx: FactContext) -> NvidiaStack:
     return NvidiaStack(**{**stack.__dict__, "notes": (*stack.notes, note)})
 
 
-def _no_nvidia_device(ctx: FactContext) -> bool:
+def no_nvidia_device(ctx: FactContext | Facts) -> bool:
     """The PCI bus, read in full, shows no NVIDIA device at all."""
     from dldoctor.facts.pci import NVIDIA, pci_devices
 
@@ -312,7 +312,7 @@ def nvidia(ctx: FactContext) -> NvidiaStack:
         if probe.status == NOT_CAPTURED:
             ctx.replaced(probe)
         why = f"pynvml {probe.status}" + (f": {probe.error}" if probe.error else "")
-    if stack is not None and stack.error == g.NO_DRIVER and _no_nvidia_device(ctx):
+    if stack is not None and stack.error == g.NO_DRIVER and no_nvidia_device(ctx):
         return stack  # nvidia-smi could only say the same (or hang, on a broken install)
     fallback = _from_nvidia_smi(ctx, why)
     # A hung nvidia-smi says more than NVML's "no library": something is installed and stuck.

@@ -1,4 +1,5 @@
-"""Asked before anything changes: yes or no, nothing else."""
+"""Asked before anything changes: yes or no, nothing else. The yes button names what it
+does ("Yes, apply", "Yes, undo"): a person reads the button, not the question."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from textual.widgets import Button, Static
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
 
-    def __init__(self, question: str, detail: str = ""):
+    def __init__(self, question: str, detail: str = "", *, yes: str):
         super().__init__()
         self.question = question
         self.detail = detail
+        self.yes = yes
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm"):
@@ -23,7 +25,7 @@ class ConfirmScreen(ModalScreen[bool]):
             if self.detail:
                 yield Static(self.detail, id="confirm-detail")
             with Horizontal(id="confirm-buttons"):
-                yield Button("Yes, apply (y)", variant="warning", id="yes")
+                yield Button(f"{self.yes} (y)", variant="warning", id="yes")
                 yield Button("No (n)", variant="primary", id="no")
 
     def on_mount(self) -> None:

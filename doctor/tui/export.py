@@ -20,10 +20,7 @@ class ExportScreen(ModalScreen[None]):
         self.session = session
 
     def compose(self) -> ComposeResult:
-        from dldoctor.snapshots.take import default_dest
-
-        report = self.session.run.report
-        dest = default_dest(report, archive=True) if report else ""
+        dest = self.session.suggested_dest()
         with Vertical(id="export"):
             yield Static(
                 "Export a snapshot (a support bundle `dldoctor --from` replays)", id="export-title"

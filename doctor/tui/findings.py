@@ -32,7 +32,20 @@ class HostHeader(Static):
         second = " · ".join(
             v for v in (host.gpus or "no NVIDIA GPU seen", host.driver, host.ram) if v
         )
-        self.update(Group(Text(first, style="bold"), Text(second), Text(host.source, "dim")))
+        # One row each on a narrow terminal: a wrapped first line would push the source
+        # ("(read-only)") out of the header's three rows.
+        width = self.content_size.width
+        lines = ((first, "bold"), (second, ""), (host.source, "dim"))
+        self.update(Group(*(Text(_fit(t, width), style) for t, style in lines)))
+
+
+def _fit(text: str, width: int) -> str:
+    """`text` in `width` columns, its middle cut to "…": the ends say the most (the host's
+    name; "(read-only)")."""
+    if width <= 1 or len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return f"{text[:head]}…{text[len(text) - (width - 1 - head):]}"
 
 
 def matches(finding: Finding, text: str, statuses: frozenset[Status] | None) -> bool:
@@ -89,12 +102,13 @@ class FindingsTree(Tree):
                     leaf = fold.add_leaf(_line(f), data=f.id)
                     if f.id == selected:
                         target = leaf
-        # The selection survives a redraw; none yet: the worst finding, shown at once.
+        # The selection survives a redraw; none yet, or one the filter hides: the worst
+        # finding shown, at once (the detail never shows what the list does not).
         # (A node has its line once the tree is laid out again: move after the refresh.)
-        chosen = target or (first if selected is None else None)
+        chosen = target or first
         if chosen is not None:
             self.call_after_refresh(self.move_cursor, chosen)
-        return chosen.data if chosen is not None else selected
+        return chosen.data if chosen is not None else None
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
         data = event.node.data
@@ -114,9 +128,21 @@ def _line(f: Finding) -> Text:
 class FindingDetail(Static):
     """One finding: summary, details, the raw evidence, the remediation and its fixes."""
 
-    def show(self, finding: Finding | None, evidence: list[EvidenceView], read_only: bool) -> None:
+    def show(
+        self,
+        finding: Finding | None,
+        evidence: list[EvidenceView],
+        read_only: bool,
+        *,
+        filtered_out: bool = False,
+    ) -> None:
         if finding is None:
-            self.update(Text("Select a finding (↑/↓, Enter) to see its evidence.", "dim"))
+            said = (
+                "No finding matches the filter (Esc clears it)."
+                if filtered_out
+                else "Select a finding (↑/↓, Enter) to see its evidence."
+            )
+            self.update(Text(said, "dim"))
             return
         parts: list = [
             Text.assemble(

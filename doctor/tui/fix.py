@@ -91,6 +91,7 @@ class FixScreen(Screen):
                 f"Apply {self.fix_id}?",
                 f"{steps} step(s), as previewed. A journal "
                 "and backups are written first; `dldoctor fix --undo` reverts it.",
+                yes="Yes, apply",
             ),
             answered,
         )

@@ -36,9 +36,15 @@ class FixFlow:
                 need_root(session.root, f"dldoctor fix {fix_id} --apply")
             except FixError as exc:
                 refusal = str(exc)
-        return cls(
-            fix_id, plan, target, plan.preview(target), verdict_lines(plan, session.root), refusal
-        )
+        if session.read_only and plan.disturbs_gpus:
+            # The processes on this machine are not the bundle's host's.
+            interlocks = [
+                "would disturb GPU work: the processes holding a GPU are judged on the "
+                "live host, never from a bundle"
+            ]
+        else:
+            interlocks = verdict_lines(plan, session.root)
+        return cls(fix_id, plan, target, plan.preview(target), interlocks, refusal)
 
     def apply(self, session, log) -> str:
         """Apply, telling `log(line)` each step; the line that ends the apply log."""

@@ -34,13 +34,19 @@ class HistoryScreen(Screen):
 
         table = self.query_one(DataTable)
         table.clear()
+        if self.session.read_only:  # this machine's journal is not the bundle host's
+            self.query_one("#history-state", Static).update(
+                "a replayed bundle holds no fix history, and nothing is undone from one "
+                "(this machine's: `dldoctor fix --history`)"
+            )
+            return
         try:
             records = history(self.session)
         except Exception as exc:  # noqa: BLE001 - an unreadable journal, said on screen
             self.query_one("#history-state", Static).update(f"cannot read the journal: {exc}")
             return
         for r in records:
-            table.add_row(r["id"], r["fix"], r["state"], r.get("verdict", ""), key=r["id"])
+            table.add_row(r["id"], r["fix"], r["state"], _verdict(r), key=r["id"])
         note = "no fix was applied here" if not records else "u undoes the selected fix"
         self.query_one("#history-state", Static).update(note)
 
@@ -57,7 +63,15 @@ class HistoryScreen(Screen):
             if yes:
                 self.run_undo(journal_id)
 
-        self.app.push_screen(ConfirmScreen(f"Undo {journal_id}?"), answered)
+        fix = table.get_row(journal_id)[1]
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Undo {fix} ({journal_id})?",
+                "Its files are restored from the journal's backups and its undo commands run.",
+                yes="Yes, undo",
+            ),
+            answered,
+        )
 
     @work(thread=True, exit_on_error=False, group="fix")
     def run_undo(self, journal_id: str) -> None:
@@ -72,3 +86,9 @@ class HistoryScreen(Screen):
             self.app.applying = False
         self.app.call_from_thread(self.load)
         self.app.call_from_thread(self.query_one("#history-state", Static).update, said)
+
+
+def _verdict(record: dict) -> str:
+    """The re-verified status holds while the fix is applied; an undone (or rolled back)
+    fix has none: "pending a reboot" would say a reboot is still awaited."""
+    return str(record.get("verdict", "")) if record.get("state") == "applied" else ""

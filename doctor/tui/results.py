@@ -33,28 +33,51 @@ STATUS_FILTERS: tuple[tuple[str, frozenset[Status] | None], ...] = (
 )
 # Keys that move the tree's cursor: the user has chosen what to read.
 MOVES = {"up", "down", "pageup", "pagedown", "home", "end", "enter", "left", "right"}
+COUNTED = (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP)
 # Running checks are listed once they have taken this long: a quick one does not flicker.
 SHOW_RUNNING_AFTER_S = 0.3
 
 
-def _counts_line(tally: dict[str, int], done: bool, running: int) -> Text:
-    line = Text()
-    for status in (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP):
-        char, style = GLYPHS[status]
-        line.append(f"{char} {tally[status.value]} {status.value}  ", style=style)
-    line.append("· done" if done else f"· {running} running", style="dim")
+def _counts_line(tally: dict[str, int], done: bool, running: int, width: int) -> Text:
+    """The counts in the widest form that fits `width`: every status; the statuses seen;
+    closer together; the problems (or the passes) and the total; without "· done". Each
+    count keeps its word: a glyph alone ("✗ 1") says nothing to a newcomer."""
+    total = sum(tally.values())
+    seen = [s for s in COUNTED if tally[s.value]] or [Status.PASS]
+    problems = [s for s in seen if s in (Status.FAIL, Status.ERROR, Status.WARN)]
+    state = ("· done", "dim") if done else (f"· {running} running", "dim")
+    of_total = (f"of {total}", "")
+    forms = (
+        (COUNTED, "  ", [state]),
+        (seen, "  ", [state]),
+        (seen, " ", [state]),
+        (problems or [Status.PASS], " ", [of_total, state]),
+        (problems or [Status.PASS], " ", [of_total]),
+    )
+    for statuses, gap, tail in forms:
+        parts = [(f"{GLYPHS[s][0]} {tally[s.value]} {s.value}", GLYPHS[s][1]) for s in statuses]
+        *most, last = [*parts, *tail]
+        line = Text.assemble(*((text + gap, style) for text, style in most), last)
+        if line.cell_len <= width:
+            break
     return line
 
 
 class ResultsScreen(Screen):
+    # Narrower than this, the progress bar gives its columns to the counts (the counts
+    # say "· N running" while the checks run).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     BINDINGS = [
         Binding("f", "fix", "Fix"),
         Binding("e", "export", "Export snapshot"),
         Binding("r", "rerun_all", "Re-run all"),
-        Binding("R", "rerun_one", "Re-run this check"),
+        # R and c stay out of the footer (help lists them; the detail says "c copies the
+        # commands" where there are some): with them, "? Help" and "q Quit" did not fit
+        # in 120 columns.
+        Binding("R", "rerun_one", "Re-run this check", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("s", "cycle_status", "Status filter"),
-        Binding("c", "copy", "Copy commands"),
+        Binding("c", "copy", "Copy commands", show=False),
         Binding("u", "history", "Fix history"),
         Binding("question_mark", "help", "Help"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -70,6 +93,7 @@ class ResultsScreen(Screen):
         self._drawn: tuple = ()
         self._shown_detail: tuple = ()
         self._last: dict = {}
+        self._filtered_out = False  # findings there are, the filters show none
         self.following = True  # the selection follows the worst finding until the user moves
 
     def compose(self) -> ComposeResult:
@@ -103,7 +127,7 @@ class ResultsScreen(Screen):
         session = self.session
         findings = session.findings()
         host = session.host_view()
-        self._update(HostHeader, host, lambda: host)
+        self._update(HostHeader, (host, self.query_one(HostHeader).size.width), lambda: host)
         run = session.run
         done = sum(s.id in run.findings for s in run.specs)
         self._update(
@@ -111,10 +135,11 @@ class ResultsScreen(Screen):
         )
         tally = counts(findings)
         running = session.running()
+        width = self.query_one("#counts").size.width
         self._update(
             "#counts",
-            (tuple(tally.items()), session.done, len(running)),
-            lambda: _counts_line(tally, session.done, len(running)),
+            (tuple(tally.items()), session.done, len(running), width),
+            lambda: _counts_line(tally, session.done, len(running), width),
         )
         self._draw_running(running)
         name, statuses = STATUS_FILTERS[self.status_filter]
@@ -125,6 +150,7 @@ class ResultsScreen(Screen):
                 f" · text: {self.text_filter!r}" if self.text_filter else ""
             )
         self._update("#filter-state", state, lambda: Text(state, "dim"))
+        self._filtered_out = bool(findings) and not shown
         key = (session.generation, tuple((f.id, f.status, f.summary) for f in shown))
         if key != self._drawn:
             self._drawn = key
@@ -171,12 +197,14 @@ class ResultsScreen(Screen):
 
     def _draw_detail(self) -> None:
         finding = self.current()
-        key = (self.selected, finding)
+        key = (self.selected, finding, self._filtered_out)
         if key == self._shown_detail:
             return
         self._shown_detail = key
         evidence = self.session.evidence(finding) if finding else []
-        self.query_one(FindingDetail).show(finding, evidence, self.session.read_only)
+        self.query_one(FindingDetail).show(
+            finding, evidence, self.session.read_only, filtered_out=self._filtered_out
+        )
 
     def current(self):
         return next((f for f in self.session.findings() if f.id == self.selected), None)

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from dldoctor.facts import Facts
 from dldoctor.host.base import Answer, Host
@@ -179,6 +180,13 @@ class Session:
     def _blocker(self, thread: int) -> str:
         return self.facts.blocker(thread) if self.facts is not None and thread else ""
 
+    def suggested_dest(self) -> str:
+        """Where the export suggests writing: a name without the host's (the archive's top
+        folder takes it), so that a bundle passed on does not give the host away."""
+        from dldoctor.snapshots.take import bundle_name
+
+        return os.path.abspath(bundle_name("", datetime.now(timezone.utc)) + ".tar.gz")
+
     def export(self, dest: str, *, redact: bool) -> str:
         """This run's answers and report as a snapshot at `dest` (a .tar.gz, or a folder
         when the name has no such ending); its path."""
@@ -194,7 +202,7 @@ class Session:
             redactor = Redactor.load(map_path)
         if not self.bundle:  # the forensic extras of a snapshot, asked now
             take.wait_extras(take.start_extras(self.recorder), time.monotonic() + 10)
-        dest = os.path.abspath(dest or take.default_dest(report, archive=True, redactor=redactor))
+        dest = os.path.abspath(dest or self.suggested_dest())
         archive = dest.endswith((".tar.gz", ".tgz"))
         argv = ["dldoctor", "(interactive export)"]
         return take.write_snapshot(
@@ -241,9 +249,12 @@ class Session:
 
             bus = self._done_fact("pci.devices")
             seen = len(bus.gpus(NVIDIA)) if bus is not None else 0
-            return (
-                f"{seen} NVIDIA GPU(s) on the PCI bus, none seen through the driver" if seen else ""
-            )
+            on_bus = f"{seen} NVIDIA GPU(s) on the PCI bus" if seen else ""
+            # A capture without the driver's answers (a sos report) says nothing of GPUs:
+            # "none seen" would read as "none there".
+            if self.facts is not None and self.facts.not_captured("gpu.nvidia"):
+                return f"{on_bus}; GPU facts not captured" if seen else "GPU facts not captured"
+            return f"{on_bus}, none seen through the driver" if seen else ""
         names = sorted({g.name for g in gpus if g.name})
         return f"{len(gpus)} × {', '.join(names) or 'NVIDIA GPU'}"
 
