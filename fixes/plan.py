@@ -309,7 +309,7 @@ def _strings(value) -> bool:
 
 
 def _argvs(value) -> bool:
-    return isinstance(value, list) and all(_strings(a) and a for a in value)
+    return isinstance(value, list) and all(_strings(a) and a and a[0] for a in value)
 
 
 def _count(value, top: int) -> bool:
@@ -337,7 +337,7 @@ def _is_command(c) -> bool:
         isinstance(c, dict)
         and _count(c.get("step"), 10**6)
         and _argvs([c.get("argv")])
-        and (c.get("undo") is None or _argvs([c["undo"]]))
+        and (c.get("undo", "") is None or _argvs([c.get("undo")]))
         and isinstance(c.get("regenerate"), bool)
     )
 
@@ -628,11 +628,10 @@ def _recover(journal: Journal, target: Target, on_recovered=None) -> list[dict]:
     for record in journal.readable():
         if record["state"] != "applying":
             continue
+        for folder in {os.path.dirname(b["path"]) for b in record["backups"]}:
+            _remove_temporaries(target.path(folder))  # first: a folder to remove may hold one
         at = record["done"] + 1
         left = _roll_back(record, target, at, unsure=at)
-        for folder in {os.path.dirname(b["path"]) for b in record["backups"]}:
-            _remove_temporaries(target.path(folder))
-        _remove_temporaries(os.path.dirname(journal._file(record["id"])))
         _settle(journal, record, f"interrupted after step {record['done']}", left)
         recovered.append(record)
         if on_recovered is not None:

@@ -1,0 +1,382 @@
+"""The fix journal when things go wrong (issue 13): an apply killed at any step is rolled
+back by the next run, byte for byte; a rollback in a read-only or full folder ends in one
+line, not a traceback; a journal that is truncated or edited is refused with exit 4; undo
+removes the folders the apply made. Everything under a temporary root."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+
+import pytest
+
+from dldoctor.fixes import command
+from dldoctor.fixes.plan import (
+    JOURNALS,
+    CommandOutcome,
+    FixError,
+    Journal,
+    JournalError,
+    Plan,
+    RemoveFile,
+    RunCommand,
+    StepFailed,
+    Target,
+    WriteAttribute,
+    WriteFile,
+    apply,
+    undo,
+)
+
+BALANCING = "/proc/sys/kernel/numa_balancing"
+
+
+def snapshot(root) -> dict[str, tuple]:
+    """Every folder, file and link under root, the journal folder aside: bytes, mode,
+    owner. Stray temporary files are in it too, so they count as a difference."""
+    found = {}
+    journals = os.path.join(str(root), "var/lib/dldoctor")
+    for folder, dirs, files in os.walk(root):
+        if folder.startswith(journals):
+            continue
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            if path == journals:
+                continue
+            st = os.lstat(path)
+            data = None
+            if os.path.islink(path):
+                data = os.readlink(path).encode()
+            elif os.path.isfile(path):
+                with open(path, "rb") as f:
+                    data = f.read()
+            found[os.path.relpath(path, root)] = (data, st.st_mode, st.st_uid, st.st_gid)
+    return found
+
+
+def strays(root) -> list[str]:
+    """Temporary files of an interrupted write, anywhere under root (the journal too)."""
+    return [
+        os.path.join(folder, n)
+        for folder, _, files in os.walk(root)
+        for n in files
+        if n.startswith(".dldoctor-")
+    ]
+
+
+def make_root(path) -> str:
+    (path / "etc/modprobe.d").mkdir(parents=True)
+    conf = path / "etc/modprobe.d/local.conf"
+    conf.write_text("options nvidia NVreg_EnableGpuFirmware=0\n")
+    conf.chmod(0o640)
+    if os.geteuid() == 0:
+        os.chown(conf, 1234, 4321)  # an owner the restore must bring back
+    (path / "etc/old.conf").write_text("obsolete\n")
+    (path / "proc/sys/kernel").mkdir(parents=True)
+    (path / BALANCING.lstrip("/")).write_text("1\n")
+    (path / "run").mkdir()
+    (path / "run/modules").write_text("nouveau\n")
+    (path / "boot").mkdir()
+    (path / "var/lib").mkdir(parents=True)  # the journal's folder goes under it
+    (path / "boot/initrd").write_text("options nvidia NVreg_EnableGpuFirmware=0\n")
+    return str(path)
+
+
+class Machine:
+    """The commands of the example plan acting on files under the root, as the real ones
+    act on the machine: modprobe loads and unloads (a set, so loading twice is loading
+    once), update-initramfs rebuilds /boot/initrd from /etc/modprobe.d. Their writes are
+    writes a kill can cut short, like any other."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def __call__(self, argv):
+        modules = os.path.join(self.root, "run/modules")
+        if argv[0] == "modprobe":
+            with open(modules) as f:
+                loaded = set(f.read().split())
+            loaded = loaded - {argv[-1]} if argv[1] == "-r" else loaded | {argv[-1]}
+            with open(modules, "w") as f:
+                f.write("".join(f"{m}\n" for m in sorted(loaded)))
+        elif argv[0] == "update-initramfs":
+            folder = os.path.join(self.root, "etc/modprobe.d")
+            parts = []
+            for name in sorted(os.listdir(folder)):
+                if name.endswith(".conf"):
+                    with open(os.path.join(folder, name)) as f:
+                        parts.append(f.read())
+            with open(os.path.join(self.root, "boot/initrd"), "w") as f:
+                f.write("".join(parts))
+        return CommandOutcome(0)
+
+
+def plan() -> Plan:
+    return Plan(
+        "fix.test.example",
+        "an example",
+        (
+            WriteFile("/etc/modprobe.d/local.conf", b"blacklist nouveau\n"),
+            WriteFile("/etc/dldoctor.d/made/new.conf", b"options nouveau modeset=0\n"),
+            RemoveFile("/etc/old.conf"),
+            WriteAttribute(BALANCING, "0"),
+            RunCommand(("modprobe", "-r", "nouveau"), undo_argv=("modprobe", "nouveau")),
+            RunCommand(("update-initramfs", "-u"), regenerate=True),
+        ),
+    )
+
+
+WRITES = ("open", "os.rename", "os.remove", "os.chmod", "os.chown", "os.mkdir", "os.rmdir")
+WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC
+
+
+def killed_before_write(k: int, root: str, act) -> bool:
+    """`act()` in a forked child that SIGKILLs itself just before its k-th write under
+    root (an audit hook sees every open for writing, rename, chmod, chown, unlink, mkdir,
+    rmdir): True when it was killed, False when it ran to its end first."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            seen = [0]
+
+            def hook(event, args):
+                if event not in WRITES or not isinstance(args[0], str):
+                    return
+                if not args[0].startswith(root):
+                    return
+                if event == "open" and not (args[2] or 0) & WRITING:
+                    return
+                seen[0] += 1
+                if seen[0] == k:
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+            sys.addaudithook(hook)
+            act()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+
+
+@pytest.fixture
+def quick(tmp_path_factory):
+    """A folder on a tmpfs where there is one: the kill loop applies some 40 times, and
+    each apply fsyncs every file it writes."""
+    if os.access("/dev/shm", os.W_OK):
+        folder = tempfile.mkdtemp(prefix="dldoctor-test-", dir="/dev/shm")
+        yield pathlib.Path(folder)
+        shutil.rmtree(folder)
+    else:
+        yield tmp_path_factory.mktemp("kills")
+
+
+def test_an_apply_killed_before_any_write_is_rolled_back_by_the_next_run(quick):
+    points = 0
+    for k in range(1, 500):
+        root = make_root(quick / f"k{k}")
+        before = snapshot(root)
+        target = Target(root, Machine(root))
+        if not killed_before_write(k, root, lambda t=target: apply(plan(), t)):
+            break  # the apply finished before its k-th write: every point is covered
+        points += 1
+        seen = []
+
+        def recovered(record, k=k):
+            seen.append(record["state"])
+            assert snapshot(root) == before and strays(root) == [], f"killed at write {k}"
+
+        ids = Journal(target).ids()
+        if not ids:  # killed before its journal was saved: nothing had changed yet
+            with pytest.raises(FixError, match="no journal"):
+                undo("20260101T000000Z-000000", target, on_recovered=recovered)
+            assert seen == [] and snapshot(root) == before and strays(root) == [], k
+        elif k % 2:  # the next apply rolls it back before it starts
+            apply(plan(), target, on_recovered=recovered)
+        else:  # and so does an undo, of it or of any other
+            assert undo(ids[0], target, on_recovered=recovered)["state"] == seen[0]
+        if ids:
+            assert seen == [f"rolled back: interrupted after step {seen[0][-1]}"], seen
+        shutil.rmtree(root)
+    else:
+        pytest.fail("the apply never ran to its end")
+    final = Journal(Target(root)).history()[-1]
+    assert final["state"] == "applied"
+    # journal and backups first, then each step's writes: a temp file, its mode, its
+    # rename, the journal saved after it (a temp file, its mode, its rename), ...
+    print(f"{points} kill points")
+    assert points >= 30, points
+
+
+def test_fix_apply_and_undo_roll_back_an_apply_killed_after_its_first_rename(tmp_path):
+    from tests.test_fix_command import FIX, _setup
+
+    root, log, env = _setup(tmp_path)
+    (root / "var/lib").mkdir(parents=True, exist_ok=True)
+    before = snapshot(root)
+    killer = (
+        "import os, signal, sys\n"
+        "renamed = []\n"
+        "def hook(event, args):\n"
+        "    if renamed and event in ('open', 'os.chmod', 'os.rename'):\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    if event == 'os.rename' and '/var/lib/dldoctor/' not in args[1]:\n"
+        "        renamed.append(args[1])\n"
+        "sys.addaudithook(hook)\n"
+        "from dldoctor.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    def killed_apply():
+        proc = subprocess.run(
+            [sys.executable, "-c", killer, "fix", FIX, "--apply", "--yes", "--root", str(root)],
+            env={**os.environ, **env, "DLDOCTOR_NO_PLUGINS": "1"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        (record,) = [r for r in Journal(Target(str(root))).history() if r["state"] == "applying"]
+        assert snapshot(root) != before  # the blacklist is in place
+        return record["id"]
+
+    from tests.conftest import run_dldoctor
+
+    first = killed_apply()
+    undone = run_dldoctor("fix", "--undo", first, "--root", str(root), env=env)
+    assert undone.returncode == 0, undone.stderr
+    assert f"{FIX}: rolled back: interrupted after step 0 ({first})" in undone.stdout
+    assert snapshot(root) == before and strays(root) == []
+
+    second = killed_apply()
+    applied = run_dldoctor("fix", FIX, "--apply", "--yes", "--root", str(root), env=env)
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stderr.startswith(f"dldoctor: {FIX} ({second}): rolled back: interrupted")
+    states = {r["id"]: r["state"] for r in Journal(Target(str(root))).history()}
+    assert states[second] == "rolled back: interrupted after step 0"
+    assert "applied" in states.values() and strays(root) == []
+
+
+# --- malformed journals ----------------------------------------------------------------
+
+
+def applied_journal(root: str) -> tuple[str, str]:
+    """A real journal of an applied fix whose commands are harmless here (`true`, by its
+    absolute path): (its id, its file)."""
+    nothing = (shutil.which("true"),)
+    steps = plan().steps[:4] + (RunCommand(nothing, undo_argv=nothing, regenerate=True),)
+    record = apply(Plan("fix.test.example", "an example", steps), Target(root))
+    return record["id"], os.path.join(root, JOURNALS.lstrip("/"), record["id"], "journal.json")
+
+
+def outcome(args, capsys) -> tuple[int, str]:
+    code = command.main(args)  # an exception here is the traceback the user would see
+    err = capsys.readouterr().err
+    return code, err
+
+
+def test_undo_and_history_of_a_journal_without_backups_say_so_in_one_line(tmp_path, capsys):
+    root = make_root(tmp_path / "root")
+    journal_id, path = applied_journal(root)
+    record = json.loads(pathlib.Path(path).read_text())
+    del record["backups"]
+    with open(path, "w") as f:
+        json.dump(record, f)
+    for args in (["--undo", journal_id], ["--history"]):
+        code, err = outcome([*args, "--root", root], capsys)
+        assert code == 4
+        assert err == f"dldoctor: journal {journal_id} has no 'backups'\n"
+
+
+def mutations(record):
+    """The record with one thing changed: each key removed, each value swapped for one of
+    another type, at every depth."""
+    swaps = [None, -1, 2**70, True, "x", "/..", [0], {"a": 1}]
+
+    def at(node, trail):
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in list(items):
+            if isinstance(node, dict):
+                yield trail + [(key, "remove")]
+            for swap in swaps:
+                if type(swap) is not type(value) or swap != value:
+                    yield trail + [(key, swap)]
+            if isinstance(value, (dict, list)):
+                yield from at(value, trail + [(key, None)])
+
+    for trail in at(record, []):
+        changed = copy.deepcopy(record)
+        node = changed
+        for key, _ in trail[:-1]:
+            node = node[key]
+        key, swap = trail[-1]
+        if swap == "remove":
+            del node[key]
+        else:
+            node[key] = copy.deepcopy(swap)
+        yield changed
+
+
+def test_no_truncation_or_edit_of_a_journal_ends_in_a_traceback(quick, capsys, monkeypatch):
+    """The journal cut at every byte (read back: unreadable; every 16th cut undone and
+    listed too) and edited at every key (removed, or given a value of another type):
+    undone and listed through the API, every 50th case through the CLI too, for its exit
+    code. Only FixError comes out: JournalError (exit 4) when it cannot
+    be read, FixError (exit 1) when undo refuses it."""
+    root = make_root(quick / "root")
+    journal_id, path = applied_journal(root)
+    monkeypatch.setenv("PATH", str(quick / "no-commands"))  # an edited command runs nothing
+    original = pathlib.Path(path).read_bytes()
+    applied = snapshot(root)
+    shutil.copytree(root, quick / "applied", symlinks=True)
+    target = Target(root, lambda argv: CommandOutcome(0))  # the CLI's run `true` for real
+    seen: Counter[str] = Counter()
+
+    def judge(data: bytes, which: str) -> None:
+        acts = (lambda: Journal(target).history(), lambda: undo(journal_id, target))
+        for act in acts:
+            pathlib.Path(path).write_bytes(data)
+            try:
+                act()
+                seen["read"] += 1
+            except JournalError:
+                seen["unreadable"] += 1
+                continue  # refused on reading, before anything is done
+            except FixError as exc:
+                assert "\n" not in str(exc), which
+                seen["refused"] += 1
+            if act is not acts[0] and snapshot(root) != applied:  # undo could act on it
+                shutil.rmtree(root)
+                shutil.copytree(quick / "applied", root, symlinks=True)
+        if sum(seen.values()) % 100 < 2:
+            for args in (["--undo", journal_id], ["--history"]):
+                pathlib.Path(path).write_bytes(data)
+                code, err = outcome([*args, "--root", root], capsys)
+                assert code in (0, 1, 4), (which, args, code, err)
+                assert code == 0 or (err.startswith("dldoctor: ") and err.count("\n") == 1)
+                seen[f"exit {code}"] += 1
+            shutil.rmtree(root)
+            shutil.copytree(quick / "applied", root, symlinks=True)
+
+    journal = Journal(target)
+    for end in range(len(original)):  # every cut: unreadable, whatever it leaves
+        pathlib.Path(path).write_bytes(original[:end])
+        with pytest.raises(JournalError):
+            journal.load(journal_id)
+        if end % 16 == 0:
+            judge(original[:end], f"truncated at {end}")
+    assert seen["unreadable"] == 2 * len(range(0, len(original), 16))
+    edits = 0
+    for changed in mutations(json.loads(original)):
+        judge(json.dumps(changed).encode(), json.dumps(changed))
+        edits += 1
+    judge(b"\xff\xfe" + original, "not UTF-8")
+    judge(b"[" * 100_000, "nested past the recursion limit")
+    assert edits > 300 and seen["read"] and seen["refused"], seen
+    assert seen["exit 4"] and seen["exit 0"] + seen["exit 1"], seen
