@@ -5,6 +5,7 @@ removes the folders the apply made. Everything under a temporary root."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -380,3 +381,162 @@ def test_no_truncation_or_edit_of_a_journal_ends_in_a_traceback(quick, capsys, m
     judge(b"[" * 100_000, "nested past the recursion limit")
     assert edits > 300 and seen["read"] and seen["refused"], seen
     assert seen["exit 4"] and seen["exit 0"] + seen["exit 1"], seen
+
+
+def test_undo_removes_the_folders_the_apply_made(quick):
+    root = make_root(quick / "root")
+    before = snapshot(root)
+    target = Target(root, Machine(root))
+    record = apply(plan(), target)
+    assert os.path.isdir(os.path.join(root, "etc/dldoctor.d/made"))
+    undo(record["id"], target)
+    assert snapshot(root) == before  # /etc/dldoctor.d and its made/ gone with new.conf
+
+
+def test_undo_leaves_a_made_folder_that_holds_something_else_now(quick):
+    root = make_root(quick / "root")
+    target = Target(root, Machine(root))
+    record = apply(plan(), target)
+    pathlib.Path(root, "etc/dldoctor.d/mine.conf").write_text("an admin's\n")
+    undo(record["id"], target)
+    assert os.listdir(os.path.join(root, "etc/dldoctor.d")) == ["mine.conf"]
+
+
+# --- read-only and full folders --------------------------------------------------------
+# Root writes through chmod 0555, so a read-only folder is a read-only bind mount and a
+# full one a small tmpfs, each in a private mount namespace (`unshare -m`) that ends with
+# the child: nothing is mounted on this machine.
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def mount(*args: str) -> None:
+    subprocess.run(["mount", *args], check=True, capture_output=True)
+
+
+def fill(folder: str) -> None:
+    """`folder`'s filesystem full: a file grown until not one more byte fits."""
+    fd = os.open(os.path.join(folder, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for chunk in (4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * chunk)
+    finally:
+        os.close(fd)
+
+
+def two_files(folder: str) -> Plan:
+    """Rewrites a file in a folder that takes it, then one in `folder`, which does not."""
+    return Plan(
+        "fix.test.folders",
+        "two files",
+        (
+            WriteFile("/etc/ok/a.conf", b"changed\n"),
+            WriteFile(f"/{folder}/b.conf", b"x" * 200_000),
+        ),
+    )
+
+
+def read_only_target(root: str) -> dict:
+    mount("--bind", f"{root}/etc/ro", f"{root}/etc/ro")
+    mount("-o", "remount,bind,ro", f"{root}/etc/ro")
+    return _failing_apply(root, "etc/ro")
+
+
+def full_target(root: str) -> dict:
+    mount("-t", "tmpfs", "-o", "size=64k", "dldoctor-test", f"{root}/etc/full")
+    pathlib.Path(root, "etc/full/b.conf").write_text("as it was\n")
+    fill(f"{root}/etc/full")
+    return _failing_apply(root, "etc/full")
+
+
+def _failing_apply(root: str, folder: str) -> dict:
+    before = snapshot(root)
+    try:
+        apply(two_files(folder), Target(root))
+        said = "applied"
+    except FixError as exc:  # anything else: the traceback the test reports
+        said = str(exc)
+    (record,) = Journal(Target(root)).history()
+    return {"said": said, "state": record["state"], "same": snapshot(root) == before}
+
+
+def full_journal(root: str) -> dict:
+    journals = f"{root}/{JOURNALS.lstrip('/')}"
+    os.makedirs(journals)
+    mount("-t", "tmpfs", "-o", "size=16k", "dldoctor-test", journals)
+    pathlib.Path(journals, ".lock").touch()
+    fill(journals)
+    before = snapshot(root)
+    try:
+        apply(two_files("etc/ok"), Target(root))
+        said = "applied"
+    except FixError as exc:
+        said = str(exc)
+    left = sorted(set(os.listdir(journals)) - {".lock", "filler"})
+    return {"said": said, "same": snapshot(root) == before, "left": left}
+
+
+def in_private_mounts(scenario: str, root) -> dict:
+    script = (
+        "import json, sys\n"
+        "from tests import test_fix_journal as t\n"
+        "print(json.dumps(getattr(t, sys.argv[1])(sys.argv[2])))\n"
+    )
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", sys.executable, "-c", script, scenario,
+         str(root)],  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _mounts_here() -> str | None:
+    """Why the mount tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "a private mount namespace needs root (CI runs some tests as nobody)"
+    if shutil.which("unshare") is None:
+        return "no unshare(1) here"
+    probe = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "mount", "-t", "tmpfs", "none",
+         tempfile.gettempdir()],  # fmt: skip
+        capture_output=True,
+    )
+    return None if probe.returncode == 0 else "unshare -m cannot mount here (no CAP_SYS_ADMIN)"
+
+
+mounts = pytest.mark.skipif(bool(_mounts_here()), reason=_mounts_here() or "")
+
+
+def folders_root(path) -> str:
+    root = make_root(path)
+    for folder in ("etc/ok", "etc/ro", "etc/full"):
+        os.makedirs(os.path.join(root, folder))
+    pathlib.Path(root, "etc/ok/a.conf").write_text("as it was\n")
+    pathlib.Path(root, "etc/ro/b.conf").write_text("as it was\n")
+    return root
+
+
+@mounts
+@pytest.mark.parametrize("scenario", ["read_only_target", "full_target"])
+def test_a_step_failing_in_a_read_only_or_full_folder_is_rolled_back(tmp_path, scenario):
+    root = folders_root(tmp_path / "root")
+    seen = in_private_mounts(scenario, root)
+    why = "Read-only file system" if scenario == "read_only_target" else "No space left"
+    assert seen["said"].startswith("fix.test.folders: rolled back: step 2 failed: " + why)
+    assert seen["state"].startswith("rolled back: step 2 failed"), seen
+    assert seen["same"], seen  # a.conf put back, b.conf never touched
+
+
+@mounts
+def test_a_full_journal_folder_refuses_the_apply_in_one_line(tmp_path):
+    root = folders_root(tmp_path / "root")
+    seen = in_private_mounts("full_journal", root)
+    assert seen["said"].startswith("fix.test.folders: not applied: the journal could not be")
+    assert seen["said"].endswith("; nothing was changed") and "No space left" in seen["said"]
+    assert seen["same"] and seen["left"] == [], seen
