@@ -319,6 +319,8 @@ def _count(value, top: int) -> bool:
 def _is_backup(b) -> bool:
     if not isinstance(b, dict) or not _strings([b.get("path")]) or not b["path"].startswith("/"):
         return False
+    if ".." in b["path"].split("/"):
+        return False
     if b.get("existed") is False:
         return _strings(b.get("made_folders", []))
     if b.get("existed") is not True or not isinstance(b.get("content_b64"), str):
@@ -483,6 +485,13 @@ def _remove_temporaries(folder: str) -> None:
                 os.unlink(os.path.join(folder, name))
 
 
+def _remove_temporaries_beside(record: dict, target: Target) -> None:
+    """Those of a write cut short beside each file the journal backs up (an apply or an
+    undo killed while it wrote one)."""
+    for folder in {os.path.dirname(b["path"]) for b in record["backups"]}:
+        _remove_temporaries(target.path(folder))
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -628,8 +637,7 @@ def _recover(journal: Journal, target: Target, on_recovered=None) -> list[dict]:
     for record in journal.readable():
         if record["state"] != "applying":
             continue
-        for folder in {os.path.dirname(b["path"]) for b in record["backups"]}:
-            _remove_temporaries(target.path(folder))  # first: a folder to remove may hold one
+        _remove_temporaries_beside(record, target)  # first: a folder to remove may hold one
         at = record["done"] + 1
         left = _roll_back(record, target, at, unsure=at)
         _settle(journal, record, f"interrupted after step {record['done']}", left)
@@ -662,6 +670,7 @@ def undo(journal_id: str, target: Target, *, on_recovered=None) -> dict:
             if command["undo"]:
                 target.run(command["undo"])
         try:
+            _remove_temporaries_beside(record, target)  # an undo killed before may leave some
             for attribute in reversed(record.get("attributes", [])):
                 _restore_attribute(target, attribute)
             for saved in record["backups"]:

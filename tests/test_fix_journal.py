@@ -29,13 +29,13 @@ from dldoctor.fixes.plan import (
     Plan,
     RemoveFile,
     RunCommand,
-    StepFailed,
     Target,
     WriteAttribute,
     WriteFile,
     apply,
     undo,
 )
+from tests.test_fix_plan import example_root
 
 BALANCING = "/proc/sys/kernel/numa_balancing"
 
@@ -74,13 +74,8 @@ def strays(root) -> list[str]:
 
 
 def make_root(path) -> str:
-    (path / "etc/modprobe.d").mkdir(parents=True)
-    conf = path / "etc/modprobe.d/local.conf"
-    conf.write_text("options nvidia NVreg_EnableGpuFirmware=0\n")
-    conf.chmod(0o640)
-    if os.geteuid() == 0:
-        os.chown(conf, 1234, 4321)  # an owner the restore must bring back
-    (path / "etc/old.conf").write_text("obsolete\n")
+    """test_fix_plan's root, with what the example's attribute and commands act on."""
+    example_root(path)
     (path / "proc/sys/kernel").mkdir(parents=True)
     (path / BALANCING.lstrip("/")).write_text("1\n")
     (path / "run").mkdir()
@@ -120,7 +115,9 @@ class Machine:
         return CommandOutcome(0)
 
 
-def plan() -> Plan:
+def every_kind_of_step() -> Plan:
+    """test_fix_plan's example, but with a file in folders that are not there yet, an
+    attribute and a regenerating command: each kind of step, each kind of write."""
     return Plan(
         "fix.test.example",
         "an example",
@@ -185,7 +182,8 @@ def test_an_apply_killed_before_any_write_is_rolled_back_by_the_next_run(quick):
         root = make_root(quick / f"k{k}")
         before = snapshot(root)
         target = Target(root, Machine(root))
-        if not killed_before_write(k, root, lambda t=target: apply(plan(), t)):
+        act = lambda t=target: apply(every_kind_of_step(), t)  # noqa: E731
+        if not killed_before_write(k, root, act):
             break  # the apply finished before its k-th write: every point is covered
         points += 1
         seen = []
@@ -200,7 +198,7 @@ def test_an_apply_killed_before_any_write_is_rolled_back_by_the_next_run(quick):
                 undo("20260101T000000Z-000000", target, on_recovered=recovered)
             assert seen == [] and snapshot(root) == before and strays(root) == [], k
         elif k % 2:  # the next apply rolls it back before it starts
-            apply(plan(), target, on_recovered=recovered)
+            apply(every_kind_of_step(), target, on_recovered=recovered)
         else:  # and so does an undo, of it or of any other
             assert undo(ids[0], target, on_recovered=recovered)["state"] == seen[0]
         if ids:
@@ -214,6 +212,26 @@ def test_an_apply_killed_before_any_write_is_rolled_back_by_the_next_run(quick):
     # rename, the journal saved after it (a temp file, its mode, its rename), ...
     print(f"{points} kill points")
     assert points >= 30, points
+
+
+def test_an_undo_killed_before_any_write_is_finished_by_the_next_undo(quick):
+    points = 0
+    for k in range(1, 500):
+        root = make_root(quick / f"k{k}")
+        before = snapshot(root)
+        target = Target(root, Machine(root))
+        journal_id = apply(every_kind_of_step(), target)["id"]
+        if not killed_before_write(k, root, lambda t=target: undo(journal_id, t)):
+            break
+        points += 1
+        if Journal(target).load(journal_id)["state"] == "applied":
+            undo(journal_id, target)
+        assert snapshot(root) == before and strays(root) == [], f"killed at write {k}"
+        shutil.rmtree(root)
+    else:
+        pytest.fail("the undo never ran to its end")
+    print(f"{points} kill points in undo")
+    assert points >= 15, points
 
 
 def test_fix_apply_and_undo_roll_back_an_apply_killed_after_its_first_rename(tmp_path):
@@ -271,7 +289,8 @@ def applied_journal(root: str) -> tuple[str, str]:
     """A real journal of an applied fix whose commands are harmless here (`true`, by its
     absolute path): (its id, its file)."""
     nothing = (shutil.which("true"),)
-    steps = plan().steps[:4] + (RunCommand(nothing, undo_argv=nothing, regenerate=True),)
+    files = every_kind_of_step().steps[:4]
+    steps = (*files, RunCommand(nothing, undo_argv=nothing, regenerate=True))
     record = apply(Plan("fix.test.example", "an example", steps), Target(root))
     return record["id"], os.path.join(root, JOURNALS.lstrip("/"), record["id"], "journal.json")
 
@@ -387,7 +406,7 @@ def test_undo_removes_the_folders_the_apply_made(quick):
     root = make_root(quick / "root")
     before = snapshot(root)
     target = Target(root, Machine(root))
-    record = apply(plan(), target)
+    record = apply(every_kind_of_step(), target)
     assert os.path.isdir(os.path.join(root, "etc/dldoctor.d/made"))
     undo(record["id"], target)
     assert snapshot(root) == before  # /etc/dldoctor.d and its made/ gone with new.conf
@@ -396,7 +415,7 @@ def test_undo_removes_the_folders_the_apply_made(quick):
 def test_undo_leaves_a_made_folder_that_holds_something_else_now(quick):
     root = make_root(quick / "root")
     target = Target(root, Machine(root))
-    record = apply(plan(), target)
+    record = apply(every_kind_of_step(), target)
     pathlib.Path(root, "etc/dldoctor.d/mine.conf").write_text("an admin's\n")
     undo(record["id"], target)
     assert os.listdir(os.path.join(root, "etc/dldoctor.d")) == ["mine.conf"]
