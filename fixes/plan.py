@@ -500,7 +500,10 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, FixError):
         return str(exc)
     if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.strerror}" + (f": {exc.filename}" if exc.filename else "")
+        where = exc.filename
+        if where and os.path.basename(where).startswith(".dldoctor-"):
+            where = os.path.dirname(where)  # the folder, not a temporary name gone already
+        return f"{exc.strerror}" + (f": {where}" if where else "")
     return f"{type(exc).__name__}: {exc}"
 
 

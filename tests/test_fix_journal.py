@@ -559,3 +559,34 @@ def test_a_full_journal_folder_refuses_the_apply_in_one_line(tmp_path):
     assert seen["said"].startswith("fix.test.folders: not applied: the journal could not be")
     assert seen["said"].endswith("; nothing was changed") and "No space left" in seen["said"]
     assert seen["same"] and seen["left"] == [], seen
+
+
+def read_only_grub_defaults(root: str) -> dict:
+    mount("--bind", f"{root}/etc/default", f"{root}/etc/default")
+    mount("-o", "remount,bind,ro", f"{root}/etc/default")
+    from tests.test_fixes_boot import FIX
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "dldoctor", "fix", FIX, "--apply", "--yes", "--root", root],
+        env={**os.environ, "DLDOCTOR_NO_PLUGINS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return {"code": proc.returncode, "stderr": proc.stderr}
+
+
+@mounts
+def test_a_real_fix_whose_file_is_on_a_read_only_mount_exits_1_in_one_line(tmp_path):
+    from tests.test_fixes_boot import FIX, _root
+
+    root = _root(tmp_path)
+    (root / "var/lib").mkdir(parents=True, exist_ok=True)  # the journal's, as on a host
+    before = snapshot(root)
+    seen = in_private_mounts("read_only_grub_defaults", root)
+    assert seen["code"] == 1, seen
+    assert seen["stderr"] == (
+        f"dldoctor: {FIX}: rolled back: step 1 failed: Read-only file system: "
+        f"{root}/etc/default\n"
+    )
+    assert snapshot(root) == before
