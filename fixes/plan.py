@@ -316,13 +316,16 @@ def _count(value, top: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= top
 
 
+def _paths(value) -> bool:
+    """Absolute paths without '..', as Target.path takes them."""
+    return _strings(value) and all(p.startswith("/") and ".." not in p.split("/") for p in value)
+
+
 def _is_backup(b) -> bool:
-    if not isinstance(b, dict) or not _strings([b.get("path")]) or not b["path"].startswith("/"):
-        return False
-    if ".." in b["path"].split("/"):
+    if not isinstance(b, dict) or not _paths([b.get("path")]):
         return False
     if b.get("existed") is False:
-        return _strings(b.get("made_folders", []))
+        return _paths(b.get("made_folders", []))
     if b.get("existed") is not True or not isinstance(b.get("content_b64"), str):
         return False
     try:
