@@ -574,18 +574,20 @@ def apply(
                 step.apply(target)
                 record["done"] = number
                 journal.save(record)
+            record["state"] = "applied"
+            record["ended"] = _now()
+            record["boot_id"] = (
+                (target.read("/proc/sys/kernel/random/boot_id") or b"")
+                .decode("ascii", "replace")
+                .strip()
+            )
+            journal.save(record)  # one it cannot record is one undo could not find: rolled back
         except Exception as exc:
+            failed = f"step {number} failed" if record["done"] < number else None
+            failed = failed or f"the journal could not be written after step {number}"
             left = _roll_back(record, target, record["done"])
-            _settle(journal, record, f"step {number} failed: {_why(exc)}", left)
+            _settle(journal, record, f"{failed}: {_why(exc)}", left)
             raise StepFailed(f"{plan.fix_id}: {record['state']}") from None
-        record["state"] = "applied"
-        record["ended"] = _now()
-        record["boot_id"] = (
-            (target.read("/proc/sys/kernel/random/boot_id") or b"")
-            .decode("ascii", "replace")
-            .strip()
-        )
-        journal.save(record)
         return record
     finally:
         os.close(fd)

@@ -497,6 +497,27 @@ def full_journal(root: str) -> dict:
     return {"said": said, "same": snapshot(root) == before, "left": left}
 
 
+def journal_full_after_its_first_save(root: str) -> dict:
+    journals = f"{root}/{JOURNALS.lstrip('/')}"
+    os.makedirs(journals)
+    mount("-t", "tmpfs", "-o", "size=16k", "dldoctor-test", journals)
+    pathlib.Path(journals, ".lock").touch()
+    fill(journals)
+    filler = os.path.join(journals, "filler")
+    os.truncate(filler, (os.path.getsize(filler) // 4096 - 1) * 4096)  # one page left:
+    before = snapshot(root)  # the first save fits in it, the next one's temporary not
+    try:
+        apply(two_files("etc/ok"), Target(root))
+        said = "applied"
+    except FixError as exc:
+        said = str(exc)
+    same = snapshot(root) == before
+    os.unlink(filler)  # room again: the next apply finds the journal still "applying"
+    apply(Plan("fix.test.after", "after", (WriteFile("/etc/ok/c.conf", b"c\n"),)), Target(root))
+    states = {r["fix"]: r["state"] for r in Journal(Target(root)).history()}
+    return {"said": said, "same": same, "states": states}
+
+
 def in_private_mounts(scenario: str, root) -> dict:
     script = (
         "import json, sys\n"
@@ -590,3 +611,17 @@ def test_a_real_fix_whose_file_is_on_a_read_only_mount_exits_1_in_one_line(tmp_p
         f"{root}/etc/default\n"
     )
     assert snapshot(root) == before
+
+
+@mounts
+def test_a_journal_folder_full_midway_rolls_the_apply_back(tmp_path):
+    root = folders_root(tmp_path / "root")
+    seen = in_private_mounts("journal_full_after_its_first_save", root)
+    assert seen["said"].startswith(
+        "fix.test.folders: rolled back: the journal could not be written after step 1: "
+        "No space left on device"
+    ), seen
+    assert seen["said"].endswith(")") and "(the journal could not say so: " in seen["said"]
+    assert seen["same"], seen  # a.conf put back
+    # the journal could not say so, so it still read "applying": the next apply said it
+    assert seen["states"]["fix.test.folders"] == "rolled back: interrupted after step 0"
