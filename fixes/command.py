@@ -167,5 +167,7 @@ def _history(target: Target) -> int:
     after_boot(target, LiveHost(target.root))  # a reboot since: judge what waited for it
     for record in Journal(target).history():
         state = record.get("verdict") if record["state"] == "applied" else record["state"]
+        if record["state"] == "applying":  # or running now: --history takes no lock
+            state = "interrupted, unless it runs now: the next --apply or --undo rolls it back"
         print(f"{record['id']}  {record['fix']:32} {record['state']}: {state}")
     return ExitCode.OK

@@ -234,7 +234,7 @@ def test_an_undo_killed_before_any_write_is_finished_by_the_next_undo(quick):
     assert points >= 15, points
 
 
-def test_fix_apply_and_undo_roll_back_an_apply_killed_after_its_first_rename(tmp_path):
+def test_fix_apply_and_undo_roll_back_an_apply_killed_after_its_first_rename(tmp_path, capsys):
     from tests.test_fix_command import FIX, _setup
 
     root, log, env = _setup(tmp_path)
@@ -268,6 +268,9 @@ def test_fix_apply_and_undo_roll_back_an_apply_killed_after_its_first_rename(tmp
     from tests.conftest import run_dldoctor
 
     first = killed_apply()
+    assert command.main(["--history", "--root", str(root)]) == 0
+    hint = "interrupted, unless it runs now: the next --apply or --undo rolls it back"
+    assert capsys.readouterr().out == f"{first}  {FIX:32} applying: {hint}\n"
     undone = run_dldoctor("fix", "--undo", first, "--root", str(root), env=env)
     assert undone.returncode == 0, undone.stderr
     assert f"{FIX}: rolled back: interrupted after step 0 ({first})" in undone.stdout
