@@ -142,6 +142,7 @@ def killed_before_write(k: int, root: str, act) -> bool:
     rmdir): True when it was killed, False when it ran to its end first."""
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest
+        code = 1
         try:
             seen = [0]
 
@@ -158,10 +159,16 @@ def killed_before_write(k: int, root: str, act) -> bool:
 
             sys.addaudithook(hook)
             act()
+            code = 0
+        except BaseException:
+            code = 1
         finally:
-            os._exit(0)
+            os._exit(code)
     _, status = os.waitpid(pid, 0)
-    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+        return True
+    assert os.waitstatus_to_exitcode(status) == 0, "the act failed in the child"
+    return False
 
 
 @pytest.fixture
@@ -176,19 +183,30 @@ def quick(tmp_path_factory):
         yield tmp_path_factory.mktemp("kills")
 
 
-def test_an_apply_killed_before_any_write_is_rolled_back_by_the_next_run(quick):
-    points = 0
+def kill_points(quick, ready):
+    """(k, root, its snapshot, target) for each k at which the act `ready(target)` returns,
+    run in a child, is killed before its k-th write under a fresh root; until the act runs
+    to its end (every point covered), which ends the loop."""
     for k in range(1, 500):
         root = make_root(quick / f"k{k}")
         before = snapshot(root)
         target = Target(root, Machine(root))
-        act = lambda t=target: apply(every_kind_of_step(), t)  # noqa: E731
-        if not killed_before_write(k, root, act):
-            break  # the apply finished before its k-th write: every point is covered
+        if not killed_before_write(k, root, ready(target)):
+            return
+        yield k, root, before, target
+        shutil.rmtree(root)
+    pytest.fail("the act never ran to its end")
+
+
+def test_an_apply_killed_before_any_write_is_rolled_back_by_the_next_run(quick):
+    points = 0
+    for k, root, before, target in kill_points(
+        quick, lambda t: lambda: apply(every_kind_of_step(), t)
+    ):
         points += 1
         seen = []
 
-        def recovered(record, k=k):
+        def recovered(record, root=root, before=before, k=k):
             seen.append(record["state"])
             assert snapshot(root) == before and strays(root) == [], f"killed at write {k}"
 
@@ -203,11 +221,6 @@ def test_an_apply_killed_before_any_write_is_rolled_back_by_the_next_run(quick):
             assert undo(ids[0], target, on_recovered=recovered)["state"] == seen[0]
         if ids:
             assert seen == [f"rolled back: interrupted after step {seen[0][-1]}"], seen
-        shutil.rmtree(root)
-    else:
-        pytest.fail("the apply never ran to its end")
-    final = Journal(Target(root)).history()[-1]
-    assert final["state"] == "applied"
     # journal and backups first, then each step's writes: a temp file, its mode, its
     # rename, the journal saved after it (a temp file, its mode, its rename), ...
     print(f"{points} kill points")
@@ -215,21 +228,17 @@ def test_an_apply_killed_before_any_write_is_rolled_back_by_the_next_run(quick):
 
 
 def test_an_undo_killed_before_any_write_is_finished_by_the_next_undo(quick):
-    points = 0
-    for k in range(1, 500):
-        root = make_root(quick / f"k{k}")
-        before = snapshot(root)
-        target = Target(root, Machine(root))
+    def ready(target):
         journal_id = apply(every_kind_of_step(), target)["id"]
-        if not killed_before_write(k, root, lambda t=target: undo(journal_id, t)):
-            break
+        return lambda: undo(journal_id, target)
+
+    points = 0
+    for k, root, before, target in kill_points(quick, ready):
         points += 1
-        if Journal(target).load(journal_id)["state"] == "applied":
-            undo(journal_id, target)
+        (record,) = Journal(target).history()
+        if record["state"] == "applied":  # killed before it said "undone": undo again
+            undo(record["id"], target)
         assert snapshot(root) == before and strays(root) == [], f"killed at write {k}"
-        shutil.rmtree(root)
-    else:
-        pytest.fail("the undo never ran to its end")
     print(f"{points} kill points in undo")
     assert points >= 15, points
 
@@ -475,45 +484,46 @@ def full_target(root: str) -> dict:
 
 def _failing_apply(root: str, folder: str) -> dict:
     before = snapshot(root)
-    try:
-        apply(two_files(folder), Target(root))
-        said = "applied"
-    except FixError as exc:  # anything else: the traceback the test reports
-        said = str(exc)
+    said = applying(two_files(folder), root)
     (record,) = Journal(Target(root)).history()
     return {"said": said, "state": record["state"], "same": snapshot(root) == before}
 
 
-def full_journal(root: str) -> dict:
-    journals = f"{root}/{JOURNALS.lstrip('/')}"
-    os.makedirs(journals)
-    mount("-t", "tmpfs", "-o", "size=16k", "dldoctor-test", journals)
-    pathlib.Path(journals, ".lock").touch()
-    fill(journals)
-    before = snapshot(root)
+def applying(plan: Plan, root: str) -> str:
+    """What apply says: "applied" or its FixError; anything else is the traceback the
+    test reports."""
     try:
-        apply(two_files("etc/ok"), Target(root))
-        said = "applied"
+        apply(plan, Target(root))
     except FixError as exc:
-        said = str(exc)
-    left = sorted(set(os.listdir(journals)) - {".lock", "filler"})
-    return {"said": said, "same": snapshot(root) == before, "left": left}
+        return str(exc)
+    return "applied"
 
 
-def journal_full_after_its_first_save(root: str) -> dict:
+def full_journal_folder(root: str, *, room: int = 0) -> str:
+    """The journal folder on a tmpfs with `room` pages left, and its filler's path."""
     journals = f"{root}/{JOURNALS.lstrip('/')}"
     os.makedirs(journals)
     mount("-t", "tmpfs", "-o", "size=16k", "dldoctor-test", journals)
     pathlib.Path(journals, ".lock").touch()
     fill(journals)
     filler = os.path.join(journals, "filler")
-    os.truncate(filler, (os.path.getsize(filler) // 4096 - 1) * 4096)  # one page left:
-    before = snapshot(root)  # the first save fits in it, the next one's temporary not
-    try:
-        apply(two_files("etc/ok"), Target(root))
-        said = "applied"
-    except FixError as exc:
-        said = str(exc)
+    if room:
+        os.truncate(filler, (os.path.getsize(filler) // 4096 - room) * 4096)
+    return filler
+
+
+def full_journal(root: str) -> dict:
+    filler = full_journal_folder(root)
+    before = snapshot(root)
+    said = applying(two_files("etc/ok"), root)
+    left = sorted(set(os.listdir(os.path.dirname(filler))) - {".lock", "filler"})
+    return {"said": said, "same": snapshot(root) == before, "left": left}
+
+
+def journal_full_after_its_first_save(root: str) -> dict:
+    filler = full_journal_folder(root, room=1)  # the first save fits, the next one's not
+    before = snapshot(root)
+    said = applying(two_files("etc/ok"), root)
     same = snapshot(root) == before
     os.unlink(filler)  # room again: the next apply finds the journal still "applying"
     apply(Plan("fix.test.after", "after", (WriteFile("/etc/ok/c.conf", b"c\n"),)), Target(root))
@@ -553,7 +563,8 @@ def _mounts_here() -> str | None:
     return None if probe.returncode == 0 else "unshare -m cannot mount here (no CAP_SYS_ADMIN)"
 
 
-mounts = pytest.mark.skipif(bool(_mounts_here()), reason=_mounts_here() or "")
+_NO_MOUNTS = _mounts_here()
+mounts = pytest.mark.skipif(_NO_MOUNTS is not None, reason=_NO_MOUNTS or "")
 
 
 def folders_root(path) -> str:
