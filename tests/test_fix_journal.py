@@ -183,25 +183,49 @@ def quick(tmp_path_factory):
         yield tmp_path_factory.mktemp("kills")
 
 
-def kill_points(quick, ready):
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def in_fresh_python(function: str, folder, *, before: tuple[str, ...] = ()):
+    """What `function(folder)` of this module returns, run in a new interpreter (under the
+    command `before`, such as `unshare -m`)."""
+    script = (
+        "import json, sys\n"
+        "from tests import test_fix_journal as t\n"
+        "print(json.dumps(getattr(t, sys.argv[1])(sys.argv[2])))\n"
+    )
+    proc = subprocess.run(
+        [*before, sys.executable, "-c", script, function, str(folder)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def kill_points(folder: pathlib.Path, ready):
     """(k, root, its snapshot, target) for each k at which the act `ready(target)` returns,
     run in a child, is killed before its k-th write under a fresh root; until the act runs
     to its end (every point covered), which ends the loop."""
     for k in range(1, 500):
-        root = make_root(quick / f"k{k}")
+        root = make_root(folder / f"k{k}")
         before = snapshot(root)
         target = Target(root, Machine(root))
         if not killed_before_write(k, root, ready(target)):
             return
         yield k, root, before, target
         shutil.rmtree(root)
-    pytest.fail("the act never ran to its end")
+    raise AssertionError("the act never ran to its end")
 
 
-def test_an_apply_killed_before_any_write_is_rolled_back_by_the_next_run(quick):
+def apply_killed_at_every_write(folder: str) -> int:
+    """Run in a fresh interpreter (`in_fresh_python`): a fork is safe only where no other
+    thread runs. The number of kill points."""
     points = 0
     for k, root, before, target in kill_points(
-        quick, lambda t: lambda: apply(every_kind_of_step(), t)
+        pathlib.Path(folder), lambda t: lambda: apply(every_kind_of_step(), t)
     ):
         points += 1
         seen = []
@@ -212,8 +236,10 @@ def test_an_apply_killed_before_any_write_is_rolled_back_by_the_next_run(quick):
 
         ids = Journal(target).ids()
         if not ids:  # killed before its journal was saved: nothing had changed yet
-            with pytest.raises(FixError, match="no journal"):
+            try:
                 undo("20260101T000000Z-000000", target, on_recovered=recovered)
+            except FixError as exc:
+                assert "no journal" in str(exc), exc
             assert seen == [] and snapshot(root) == before and strays(root) == [], k
         elif k % 2:  # the next apply rolls it back before it starts
             apply(every_kind_of_step(), target, on_recovered=recovered)
@@ -221,24 +247,34 @@ def test_an_apply_killed_before_any_write_is_rolled_back_by_the_next_run(quick):
             assert undo(ids[0], target, on_recovered=recovered)["state"] == seen[0]
         if ids:
             assert seen == [f"rolled back: interrupted after step {seen[0][-1]}"], seen
-    # journal and backups first, then each step's writes: a temp file, its mode, its
-    # rename, the journal saved after it (a temp file, its mode, its rename), ...
-    print(f"{points} kill points")
-    assert points >= 30, points
+    return points
 
 
-def test_an_undo_killed_before_any_write_is_finished_by_the_next_undo(quick):
+def undo_killed_at_every_write(folder: str) -> int:
     def ready(target):
         journal_id = apply(every_kind_of_step(), target)["id"]
         return lambda: undo(journal_id, target)
 
     points = 0
-    for k, root, before, target in kill_points(quick, ready):
+    for k, root, before, target in kill_points(pathlib.Path(folder), ready):
         points += 1
         (record,) = Journal(target).history()
         if record["state"] == "applied":  # killed before it said "undone": undo again
             undo(record["id"], target)
         assert snapshot(root) == before and strays(root) == [], f"killed at write {k}"
+    return points
+
+
+def test_an_apply_killed_before_any_write_is_rolled_back_by_the_next_run(quick):
+    points = in_fresh_python("apply_killed_at_every_write", quick)
+    # the lock and the journal first, then each step's writes: a temporary file, its mode,
+    # its rename, the journal saved after it (a temporary file, its mode, its rename), ...
+    print(f"{points} kill points")
+    assert points >= 30, points
+
+
+def test_an_undo_killed_before_any_write_is_finished_by_the_next_undo(quick):
+    points = in_fresh_python("undo_killed_at_every_write", quick)
     print(f"{points} kill points in undo")
     assert points >= 15, points
 
@@ -438,9 +474,6 @@ def test_undo_leaves_a_made_folder_that_holds_something_else_now(quick):
 # full one a small tmpfs, each in a private mount namespace (`unshare -m`) that ends with
 # the child: nothing is mounted on this machine.
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-
-
 def mount(*args: str) -> None:
     subprocess.run(["mount", *args], check=True, capture_output=True)
 
@@ -532,21 +565,7 @@ def journal_full_after_its_first_save(root: str) -> dict:
 
 
 def in_private_mounts(scenario: str, root) -> dict:
-    script = (
-        "import json, sys\n"
-        "from tests import test_fix_journal as t\n"
-        "print(json.dumps(getattr(t, sys.argv[1])(sys.argv[2])))\n"
-    )
-    proc = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", sys.executable, "-c", script, scenario,
-         str(root)],  # fmt: skip
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return in_fresh_python(scenario, root, before=("unshare", "-m", "--propagation", "private"))
 
 
 def _mounts_here() -> str | None:
