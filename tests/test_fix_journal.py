@@ -658,3 +658,26 @@ def test_a_journal_folder_full_midway_rolls_the_apply_back(tmp_path):
     assert seen["same"], seen  # a.conf put back
     # the journal could not say so, so it still read "applying": the next apply said it
     assert seen["states"]["fix.test.folders"] == "rolled back: interrupted after step 0"
+
+
+def undo_in_a_read_only_folder(root: str) -> dict:
+    plan = Plan("fix.test.undo", "one file", (WriteFile("/etc/ok/a.conf", b"changed\n"),))
+    journal_id = apply(plan, Target(root))["id"]
+    mount("--bind", f"{root}/etc/ok", f"{root}/etc/ok")
+    mount("-o", "remount,bind,ro", f"{root}/etc/ok")
+    try:
+        undo(journal_id, Target(root))
+        said = "undone"
+    except FixError as exc:
+        said = str(exc)
+    return {"said": said, "id": journal_id, "state": Journal(Target(root)).load(journal_id)}
+
+
+@mounts
+def test_an_undo_in_a_read_only_folder_says_so_and_can_be_run_again(tmp_path):
+    root = folders_root(tmp_path / "root")
+    seen = in_private_mounts("undo_in_a_read_only_folder", root)
+    assert seen["said"] == f"{seen['id']}: not undone: Read-only file system: {root}/etc/ok"
+    assert seen["state"]["state"] == "applied"  # so undo can be run again once it can write
+    assert undo(seen["id"], Target(root))["state"] == "undone"
+    assert pathlib.Path(root, "etc/ok/a.conf").read_text() == "as it was\n"
