@@ -141,7 +141,7 @@ def killed_before_write(k: int, root: str, act) -> bool:
     root (an audit hook sees every open for writing, rename, chmod, chown, unlink, mkdir,
     rmdir): True when it was killed, False when it ran to its end first."""
     pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
+    if pid == 0:  # the child: never returns to its caller
         code = 1
         try:
             seen = [0]
