@@ -10,7 +10,7 @@ import sys
 
 from dldoctor.exitcodes import ExitCode
 from dldoctor.fixes import builder
-from dldoctor.fixes.plan import FixError, Journal, Target, apply, undo
+from dldoctor.fixes.plan import FixError, Journal, JournalError, Target, apply, undo
 from dldoctor.fixes.verify import after_boot, recheck, verdict
 
 
@@ -67,12 +67,15 @@ def _main(args) -> int:
             return _history(target)
         if args.undo:
             _need_root(args, f"dldoctor fix --undo {args.undo}")
-            record = undo(args.undo, target)
-            print(f"{record['fix']}: undone ({record['id']})")
+            record = undo(args.undo, target, on_recovered=said_recovered)
+            print(f"{record['fix']}: {record['state']} ({record['id']})")
             return ExitCode.OK
         if not args.id:
             return _listing(args)
         return _one(args, target)
+    except JournalError as exc:
+        print(f"dldoctor: {exc}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
     except FixError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
         return ExitCode.PROBLEMS
@@ -98,10 +101,17 @@ def plan_for(fix_id: str, host):
     return build(Facts(host))
 
 
-def apply_and_verify(plan, target: Target, host, *, force: bool = False, on_step=None):
+def said_recovered(record: dict) -> None:
+    """One line on stderr for an interrupted apply that was rolled back first."""
+    print(f"dldoctor: {record['fix']} ({record['id']}): {record['state']}", file=sys.stderr)
+
+
+def apply_and_verify(
+    plan, target: Target, host, *, force: bool = False, on_step=None, on_recovered=None
+):
     """Apply `plan`, re-run the checks it resolves through `host` (a fresh look at the
     changed machine) and save the verdict in its journal: (record, statuses)."""
-    record = apply(plan, target, force=force, on_step=on_step)
+    record = apply(plan, target, force=force, on_step=on_step, on_recovered=on_recovered)
     statuses = recheck(plan.resolves, host)
     record["verdict"] = verdict(plan, statuses, rebooted=False)
     Journal(target).save(record)
@@ -137,7 +147,9 @@ def _one(args, target: Target) -> int:
     _need_root(args, f"dldoctor fix {args.id} --apply")
     if not args.yes and not _confirmed():
         raise FixError("not applied: no confirmation (answer y, or pass --yes)")
-    record, statuses = apply_and_verify(plan, target, _host(args), force=args.force)
+    record, statuses = apply_and_verify(
+        plan, target, _host(args), force=args.force, on_recovered=said_recovered
+    )
     checks = ", ".join(f"{k} {v}" for k, v in statuses.items())
     print(f"{plan.fix_id}: applied ({record['id']}); {record['verdict']} ({checks})")
     return ExitCode.OK
@@ -155,5 +167,7 @@ def _history(target: Target) -> int:
     after_boot(target, LiveHost(target.root))  # a reboot since: judge what waited for it
     for record in Journal(target).history():
         state = record.get("verdict") if record["state"] == "applied" else record["state"]
+        if record["state"] == "applying":  # or running now: --history takes no lock
+            state = "interrupted, unless it runs now: the next --apply or --undo rolls it back"
         print(f"{record['id']}  {record['fix']:32} {record['state']}: {state}")
     return ExitCode.OK

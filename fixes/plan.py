@@ -11,6 +11,7 @@ says so. Undo restores those files and runs the recorded undo commands.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as _dt
 import difflib
 import errno
@@ -35,6 +36,11 @@ class FixError(Exception):
 
 class StepFailed(FixError):
     pass
+
+
+class JournalError(FixError):
+    """A journal that cannot be read, or is not what dldoctor writes: exit 4, never a
+    traceback."""
 
 
 @dataclass(frozen=True)
@@ -252,12 +258,23 @@ def _numbered(steps, target: Target):
 # --- the journal -----------------------------------------------------------------------
 
 
+def _missing_folders(target: Target, path: str) -> list[str]:
+    """The folders above `path` not there yet, outermost first: writing the file makes
+    them, and putting it back removes them again."""
+    missing: list[str] = []
+    folder = os.path.dirname(path)
+    while folder != "/" and not os.path.isdir(target.path(folder)):
+        missing.insert(0, folder)
+        folder = os.path.dirname(folder)
+    return missing
+
+
 def _backup(target: Target, path: str) -> dict:
     real = target.path(path)
     try:
         st = os.lstat(real)
     except FileNotFoundError:
-        return {"path": path, "existed": False}
+        return {"path": path, "existed": False, "made_folders": _missing_folders(target, path)}
     with open(real, "rb") as f:
         data = f.read()
     return {
@@ -271,18 +288,121 @@ def _backup(target: Target, path: str) -> dict:
 
 
 def _restore(target: Target, saved: dict) -> None:
+    """The file as `saved` says. Nothing is written where it already is so: a rollback in
+    a folder that is read-only or full touches only what the apply changed there."""
     real = target.path(saved["path"])
     if not saved["existed"]:
         try:
             os.unlink(real)
         except FileNotFoundError:
             pass
+        for folder in reversed(saved.get("made_folders", [])):
+            with contextlib.suppress(OSError):  # not empty: something else lives there now
+                os.rmdir(target.path(folder))
+        return
+    if _backup(target, saved["path"]) == saved:
         return
     _write_atomically(real, base64.b64decode(saved["content_b64"]), saved["mode"])
     try:
         os.chown(real, saved["uid"], saved["gid"])
     except PermissionError:  # not root: the owner was ours anyway
         pass
+
+
+def _restore_attribute(target: Target, saved: dict) -> None:
+    now = target.read(saved["path"])
+    if now is None or now.decode("ascii", "replace").strip() != saved["value"]:
+        _write_in_place(target.path(saved["path"]), saved["value"])
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(s, str) and "\0" not in s for s in value)
+
+
+def _argvs(value) -> bool:
+    return isinstance(value, list) and all(_strings(a) and a and a[0] for a in value)
+
+
+def _count(value, top: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= top
+
+
+def _paths(value) -> bool:
+    """Absolute paths without '..', as Target.path takes them."""
+    return _strings(value) and all(p.startswith("/") and ".." not in p.split("/") for p in value)
+
+
+def _is_backup(b) -> bool:
+    if not isinstance(b, dict) or not _paths([b.get("path")]):
+        return False
+    if b.get("existed") is False:
+        return _paths(b.get("made_folders", []))
+    if b.get("existed") is not True or not isinstance(b.get("content_b64"), str):
+        return False
+    try:
+        base64.b64decode(b["content_b64"], validate=True)
+    except ValueError:
+        return False
+    return _count(b.get("mode"), 0o7777) and _count(b.get("uid"), 2**32 - 1) and _count(
+        b.get("gid"), 2**32 - 1
+    )
+
+
+def _is_command(c) -> bool:
+    return (
+        isinstance(c, dict)
+        and _count(c.get("step"), 10**6)
+        and _argvs([c.get("argv")])
+        and (c.get("undo", "") is None or _argvs([c.get("undo")]))
+        and isinstance(c.get("regenerate"), bool)
+    )
+
+
+# What load() demands of a journal, so that apply, undo and history read it without a
+# traceback whatever the file holds (truncated, edited, another version's).
+_FIELDS = {
+    "id": lambda v: isinstance(v, str),
+    "fix": lambda v: isinstance(v, str),
+    "state": lambda v: isinstance(v, str),
+    "reboot": lambda v: isinstance(v, bool),
+    "resolves": _strings,
+    "backups": lambda v: isinstance(v, list) and all(map(_is_backup, v)),
+    "done": lambda v: _count(v, 10**6),
+}
+_OPTIONAL = {
+    "attributes": lambda v: isinstance(v, list)
+    and all(isinstance(a, dict) and _strings([a.get("path"), a.get("value")]) for a in v),
+    "commands": lambda v: isinstance(v, list) and all(map(_is_command, v)),
+    "undo_commands": _argvs,  # journals written before "commands"
+    "regenerate": _argvs,
+    "verdict": lambda v: isinstance(v, str),
+    "boot_id": lambda v: isinstance(v, str),
+}
+
+
+def _checked(record, journal_id: str) -> dict:
+    if not isinstance(record, dict):
+        raise JournalError(f"journal {journal_id} is not a JSON object")
+    for key, fits in (*_FIELDS.items(), *_OPTIONAL.items()):
+        if (key in _FIELDS or key in record) and not fits(record.get(key)):
+            said = "has no" if key not in record else "has an unreadable"
+            raise JournalError(f"journal {journal_id} {said} {key!r}")
+    if "commands" not in record and not {"undo_commands", "regenerate"} <= record.keys():
+        raise JournalError(f"journal {journal_id} has no 'commands'")
+    if record["id"] != journal_id:  # it is saved under its id: never another folder
+        raise JournalError(f"journal {journal_id} names another id, {record['id']!r}")
+    return record
+
+
+def _commands(record: dict) -> list[dict]:
+    """The commands a journal ran, with their step numbers; a journal from before the
+    numbers knows only its undo and regenerate commands."""
+    if "commands" in record:
+        return record["commands"]
+    return [
+        *({"step": 0, "argv": [], "undo": u, "regenerate": False} for u in record["undo_commands"]),
+        *({"step": 0, "argv": r, "undo": None, "regenerate": True} for r in record["regenerate"]),
+    ]
 
 
 class Journal:
@@ -301,25 +421,45 @@ class Journal:
         _write_atomically(path, json.dumps(record, indent=1).encode(), 0o600)
 
     def load(self, journal_id: str) -> dict:
-        if "/" in journal_id or journal_id.startswith("."):
+        if "/" in journal_id or journal_id.startswith(".") or "\0" in journal_id:
             raise FixError(f"{journal_id}: not a journal id")
         try:
             with open(self._file(journal_id), encoding="utf-8") as f:
-                return json.load(f)
+                record = json.load(f)
         except FileNotFoundError:
             raise FixError(f"no journal {journal_id} (see dldoctor fix --history)") from None
+        except (OSError, ValueError, RecursionError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not the JSON dldoctor writes"
+            raise JournalError(f"journal {journal_id} is unreadable: {why}") from None
+        return _checked(record, journal_id)
 
-    def history(self) -> list[dict]:
+    def ids(self) -> list[str]:
         try:
             names = sorted(os.listdir(self.folder))
         except FileNotFoundError:
             return []
-        return [self.load(n) for n in names if os.path.isfile(self._file(n))]
+        return [n for n in names if os.path.isfile(self._file(n))]
+
+    def history(self) -> list[dict]:
+        """Every journal, oldest first; JournalError at the first unreadable one."""
+        return [self.load(n) for n in self.ids()]
+
+    def readable(self) -> list[dict]:
+        """The journals that can be read: those the next apply or boot may act on."""
+        records = []
+        for name in self.ids():
+            with contextlib.suppress(JournalError):
+                records.append(self.load(name))
+        return records
 
     def lock(self):
-        """An exclusive lock on the journal folder; FixError when another apply holds it."""
-        os.makedirs(self.folder, mode=0o700, exist_ok=True)
-        fd = os.open(os.path.join(self.folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        """An exclusive lock on the journal folder; FixError when another apply holds it,
+        or when the folder cannot be made (read-only, full)."""
+        try:
+            os.makedirs(self.folder, mode=0o700, exist_ok=True)
+            fd = os.open(os.path.join(self.folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise FixError(f"cannot use the journal folder {JOURNALS}: {exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -331,15 +471,63 @@ class Journal:
             raise
         return fd
 
+    def clear_unsaved(self) -> None:
+        """What an apply killed before its first journal was saved left (its folder and a
+        temporary file, nothing changed on the machine yet): removed."""
+        try:
+            names = os.listdir(self.folder)
+        except FileNotFoundError:
+            return
+        for name in names:
+            folder = os.path.join(self.folder, name)
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                _remove_temporaries(folder)
+                if not os.path.exists(self._file(name)):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(folder)
+
+
+def _remove_temporaries(folder: str) -> None:
+    """The temporary files of writes cut short in `folder` (atomicfile's prefix)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(".dldoctor-"):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
+
+
+def _remove_temporaries_beside(record: dict, target: Target) -> None:
+    """Those of a write cut short beside each file the journal backs up (an apply or an
+    undo killed while it wrote one)."""
+    for folder in {os.path.dirname(b["path"]) for b in record["backups"]}:
+        _remove_temporaries(target.path(folder))
+
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def apply(plan: Plan, target: Target, *, force: bool = False, on_step=None) -> dict:
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, FixError):
+        return str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        where = exc.filename
+        if where and os.path.basename(where).startswith(".dldoctor-"):
+            where = os.path.dirname(where)  # the folder, not a temporary name gone already
+        return f"{exc.strerror}" + (f": {where}" if where else "")
+    return f"{type(exc).__name__}: {exc}"
+
+
+def apply(
+    plan: Plan, target: Target, *, force: bool = False, on_step=None, on_recovered=None
+) -> dict:
     """Apply `plan`; the journal record (state "applied", or "rolled back" with the reason,
     after which the machine is as it was). `force` overrides the GPU interlock of a plan
-    that allows it; `on_step(number, step)` is told of each step as it starts."""
+    that allows it; `on_step(number, step)` is told of each step as it starts, and
+    `on_recovered(record)` of each interrupted apply rolled back first."""
     if not plan.steps:
         raise FixError(f"{plan.fix_id}: nothing to apply here; the preview says what to do")
     if force and not plan.force_ok:
@@ -357,8 +545,8 @@ def apply(plan: Plan, target: Target, *, force: bool = False, on_step=None) -> d
     journal = Journal(target)
     fd = journal.lock()
     try:
+        _recover(journal, target, on_recovered)
         touched = list(dict.fromkeys(p for s in plan.steps for p in s.touches()))
-        commands = [s for s in plan.steps if isinstance(s, RunCommand)]
         record = {
             "id": f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}",
             "fix": plan.fix_id,
@@ -368,79 +556,157 @@ def apply(plan: Plan, target: Target, *, force: bool = False, on_step=None) -> d
             "reboot": plan.reboot,
             "resolves": list(plan.resolves),
             "steps": [s.describe(target).splitlines()[0] for s in plan.steps],
-            "undo_commands": [list(s.undo_argv) for s in commands if s.undo_argv],
-            "regenerate": [list(s.argv) for s in commands if s.regenerate],
+            "commands": [
+                {
+                    "step": number,
+                    "argv": list(s.argv),
+                    "undo": list(s.undo_argv) if s.undo_argv else None,
+                    "regenerate": s.regenerate,
+                }
+                for number, s in enumerate(plan.steps, 1)
+                if isinstance(s, RunCommand)
+            ],
             "backups": [_backup(target, p) for p in touched],
             "attributes": [s.remember(target) for s in plan.steps if isinstance(s, WriteAttribute)],
             "done": 0,
         }
-        journal.save(record)  # before the first change: a crash leaves what undoes it
         try:
-            for i, step in enumerate(plan.steps):
+            journal.save(record)  # before the first change: a crash leaves what undoes it
+        except OSError as exc:
+            journal.clear_unsaved()
+            raise FixError(
+                f"{plan.fix_id}: not applied: the journal could not be written "
+                f"({_why(exc)}); nothing was changed"
+            ) from None
+        try:
+            for number, step in enumerate(plan.steps, 1):
                 if on_step is not None:
-                    on_step(i + 1, step)
+                    on_step(number, step)
                 step.apply(target)
-                record["done"] = i + 1
+                record["done"] = number
                 journal.save(record)
+            record["state"] = "applied"
+            record["ended"] = _now()
+            record["boot_id"] = (
+                (target.read("/proc/sys/kernel/random/boot_id") or b"")
+                .decode("ascii", "replace")
+                .strip()
+            )
+            journal.save(record)  # one it cannot record is one undo could not find: rolled back
         except Exception as exc:
-            why = str(exc) if isinstance(exc, FixError) else f"{type(exc).__name__}: {exc}"
-            _roll_back(plan.steps[: record["done"]], record, target)
-            record["state"] = f"rolled back: step {record['done'] + 1} failed: {why}"
-            journal.save(record)
+            failed = f"step {number} failed" if record["done"] < number else None
+            failed = failed or f"the journal could not be written after step {number}"
+            left = _roll_back(record, target, record["done"])
+            _settle(journal, record, f"{failed}: {_why(exc)}", left)
             raise StepFailed(f"{plan.fix_id}: {record['state']}") from None
-        record["state"] = "applied"
-        record["ended"] = _now()
-        record["boot_id"] = (
-            (target.read("/proc/sys/kernel/random/boot_id") or b"")
-            .decode("ascii", "replace")
-            .strip()
-        )
-        journal.save(record)
         return record
     finally:
         os.close(fd)
 
 
-def _roll_back(steps: Sequence[Step], record: dict, target: Target) -> None:
-    for step in reversed(steps):
-        step.undo(target)
-    done = {s.path for s in steps if isinstance(s, WriteAttribute)}
-    _restore_attributes(target, [a for a in record["attributes"] if a["path"] in done])
+def _roll_back(record: dict, target: Target, upto: int, *, unsure: int = 0) -> list[str]:
+    """Undo the first `upto` steps from the journal record alone: undo commands in reverse,
+    attributes written back, every file restored, derived state regenerated. Step `unsure`
+    may have been cut off before it ran: its undo failing is no problem. Each failure is
+    kept and the rest goes on; what could not be put back, one phrase each."""
+    left: list[str] = []
+
+    def attempt(action, *args) -> None:
+        try:
+            action(*args)
+        except (OSError, FixError) as exc:
+            left.append(_why(exc))
+
+    ran = [c for c in _commands(record) if c["step"] <= upto]
+    for command in reversed(ran):
+        if command["undo"] and command["step"] == unsure:
+            with contextlib.suppress(FixError):
+                target.run(command["undo"])
+        elif command["undo"]:
+            attempt(target.run, command["undo"])
+    for attribute in reversed(record.get("attributes", [])):  # one not yet set is skipped
+        attempt(_restore_attribute, target, attribute)
     for saved in record["backups"]:
-        _restore(target, saved)
-    for step in steps:
-        if isinstance(step, RunCommand) and step.regenerate:
-            target.run(step.argv)
+        attempt(_restore, target, saved)
+    for command in ran:
+        if command["regenerate"]:
+            attempt(target.run, command["argv"])
+    return left
 
 
-def _restore_attributes(target: Target, saved: list[dict]) -> None:
-    for attribute in reversed(saved):
-        _write_in_place(target.path(attribute["path"]), attribute["value"])
+def _settle(journal: Journal, record: dict, what: str, left: list[str]) -> None:
+    """The journal's last word on a rollback: complete, or what is still to put back."""
+    if left:
+        record["state"] = f"rolled back in part: {what}; not put back: {'; '.join(left)}"
+    else:
+        record["state"] = f"rolled back: {what}"
+    record["ended"] = _now()
+    try:
+        journal.save(record)
+    except OSError as exc:
+        record["state"] += f" (the journal could not say so: {_why(exc)})"
 
 
-def undo(journal_id: str, target: Target) -> dict:
+def _recover(journal: Journal, target: Target, on_recovered=None) -> list[dict]:
+    """Roll back every apply that was killed midway (its journal still "applying"), from
+    its journal: the step it was at may have taken effect, so it is undone too. Called
+    under the lock, before an apply or an undo acts."""
+    journal.clear_unsaved()
+    recovered = []
+    for record in journal.readable():
+        if record["state"] != "applying":
+            continue
+        _remove_temporaries_beside(record, target)  # first: a folder to remove may hold one
+        at = record["done"] + 1
+        left = _roll_back(record, target, at, unsure=at)
+        _settle(journal, record, f"interrupted after step {record['done']}", left)
+        recovered.append(record)
+        if on_recovered is not None:
+            on_recovered(record)
+    return recovered
+
+
+def undo(journal_id: str, target: Target, *, on_recovered=None) -> dict:
     """Undo an applied fix: its files restored byte for byte (mode and owner too), its
-    undo commands run in reverse order."""
+    undo commands run in reverse order. An apply that was interrupted is rolled back
+    instead (`on_recovered` is told of it, and of any other)."""
     journal = Journal(target)
     fd = journal.lock()
     try:
+        recovered = {r["id"]: r for r in _recover(journal, target, on_recovered)}
+        if journal_id in recovered:
+            return recovered[journal_id]
         record = journal.load(journal_id)
         if record["state"] != "applied":
             raise FixError(f"{journal_id} is {record['state']!r}: nothing to undo")
         from dldoctor.fixes.interlocks import refuse_unloading_a_used_module
 
-        for argv in record["undo_commands"]:  # all judged before the first one runs
-            refuse_unloading_a_used_module(argv, target)
-        for argv in reversed(record["undo_commands"]):
-            target.run(argv)
-        _restore_attributes(target, record.get("attributes", []))
-        for saved in record["backups"]:
-            _restore(target, saved)
-        for argv in record["regenerate"]:
-            target.run(argv)
+        commands = _commands(record)
+        for command in commands:  # all judged before the first one runs
+            if command["undo"]:
+                refuse_unloading_a_used_module(command["undo"], target)
+        for command in reversed(commands):
+            if command["undo"]:
+                target.run(command["undo"])
+        try:
+            _remove_temporaries_beside(record, target)  # an undo killed before may leave some
+            for attribute in reversed(record.get("attributes", [])):
+                _restore_attribute(target, attribute)
+            for saved in record["backups"]:
+                _restore(target, saved)
+        except OSError as exc:  # the journal stays "applied": undo can be run again
+            raise FixError(f"{journal_id}: not undone: {_why(exc)}") from None
+        for command in commands:
+            if command["regenerate"]:
+                target.run(command["argv"])
         record["state"] = "undone"
         record["undone"] = _now()
-        journal.save(record)
+        try:
+            journal.save(record)
+        except OSError as exc:
+            raise FixError(
+                f"{journal_id}: undone, but the journal could not say so: {_why(exc)}"
+            ) from None
         return record
     finally:
         os.close(fd)

@@ -47,7 +47,7 @@ def after_boot(target: Target, host) -> list[dict]:
     journal = Journal(target)
     now = boot_id(target)
     judged = []
-    for record in journal.history():
+    for record in journal.readable():  # an unreadable journal is --history's to report
         pending = str(record.get("verdict", "")).startswith(PENDING)
         # An undone fix waits for nothing, whatever its last verdict said.
         if record.get("state") != "applied" or not pending or record.get("boot_id") == now:

@@ -58,16 +58,21 @@ def tree(root) -> dict[str, tuple[bytes, int, int, int]]:
     return found
 
 
-@pytest.fixture
-def root(tmp_path):
-    (tmp_path / "etc/modprobe.d").mkdir(parents=True)
-    conf = tmp_path / "etc/modprobe.d/local.conf"
+def example_root(path):
+    """A root with a file to change (mode and owner of its own) and one to remove."""
+    (path / "etc/modprobe.d").mkdir(parents=True)
+    conf = path / "etc/modprobe.d/local.conf"
     conf.write_text("options nvidia NVreg_EnableGpuFirmware=0\n")
     conf.chmod(0o640)
     if os.geteuid() == 0:
         os.chown(conf, 1234, 4321)  # an owner the restore must bring back
-    (tmp_path / "etc/old.conf").write_text("obsolete\n")
-    return tmp_path
+    (path / "etc/old.conf").write_text("obsolete\n")
+    return path
+
+
+@pytest.fixture
+def root(tmp_path):
+    return example_root(tmp_path)
 
 
 def plan() -> Plan:
