@@ -621,28 +621,47 @@ def _output_format(args: argparse.Namespace) -> str:
 
 
 def _write_outputs(args: argparse.Namespace, report) -> ExitCode:
-    """The report in its format on stdout (or --output), then each `--NAME FILE`; the exit
-    code is the verdict's, or the one the format's protocol defines (Nagios, npd)."""
+    """Each `--NAME FILE`, then the report in its format on stdout (or --output); the exit
+    code is the verdict's, or the one the format's protocol defines (Nagios, npd). One
+    output that cannot be written does not stop the others: OutputError once all are tried."""
     from dldoctor.render.formats import FORMATS
 
     fmt = FORMATS[_output_format(args)]
+    failed: list[str] = []
+
+    def attempt(write) -> None:
+        try:
+            write()
+        except OutputError as exc:
+            failed.append(str(exc))
+
     for name, f in FORMATS.items():
         path = getattr(args, f"file_{name}", None) if f.file_flag else None
         if path:
-            _write_file(path, f.render(report))
+            attempt(lambda: _write_file(path, f.render(report)))
     if args.output:
-        _write_file(args.output, fmt.render(report))
+        attempt(lambda: _write_file(args.output, fmt.render(report)))
     elif fmt.name == "json":
         from dldoctor.render.jsondoc import render_json
 
-        _write_output(lambda: render_json(report))
+        attempt(lambda: _write_output(lambda: render_json(report)))
     elif fmt.name == "text":
         from dldoctor.render.text import render_text
 
-        _write_output(lambda: render_text(report, verbose=args.verbose, color=args.color))
+        attempt(
+            lambda: _write_output(
+                lambda: render_text(report, verbose=args.verbose, color=args.color)
+            )
+        )
     else:
         data = fmt.render(report)
-        _write_output(lambda: (sys.stdout.buffer.write(data), sys.stdout.buffer.flush()))
+        attempt(
+            lambda: _write_output(
+                lambda: (sys.stdout.buffer.write(data), sys.stdout.buffer.flush())
+            )
+        )
+    if failed:
+        raise OutputError("; ".join(failed))
     code = fmt.exit_code(report)
     return exit_code_for(report.findings, strict=args.strict) if code is None else code
 
@@ -665,11 +684,16 @@ def _write_output(write) -> None:
 
 def _write_file(path: str, data: bytes) -> None:
     """An output beside stdout's, replaced atomically (a collector or a CI job reading it
-    never sees half a file); OutputError (exit 6) when it cannot be written."""
-    from dldoctor.atomicfile import write_atomically
+    never sees half a file) or written into a device, FIFO or descriptor (docs/outputs.md);
+    OutputError (exit 6) when it cannot be written."""
+    from dldoctor.atomicfile import write_output
 
     try:
-        write_atomically(path, data, make_parents=False)
+        write_output(path, data)
+    except FileNotFoundError:
+        folder = os.path.dirname(os.path.abspath(path))
+        why = "no such file or directory" if os.path.isdir(folder) else f"no folder {folder}"
+        raise OutputError(f"cannot write {path}: {why}") from None
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
