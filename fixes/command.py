@@ -35,6 +35,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _say(text: str) -> None:
+    """A line on stdout: a full or failing stdout is the output error (exit 6), as in every
+    mode; the preview is on it before anything is applied."""
+    from dldoctor.cli import _write_output
+
+    _write_output(lambda: print(text))
+
+
 def _host(args):
     from dldoctor.host.live import LiveHost
 
@@ -68,7 +76,7 @@ def _main(args) -> int:
         if args.undo:
             _need_root(args, f"dldoctor fix --undo {args.undo}")
             record = undo(args.undo, target)
-            print(f"{record['fix']}: undone ({record['id']})")
+            _say(f"{record['fix']}: undone ({record['id']})")
             return ExitCode.OK
         if not args.id:
             return _listing(args)
@@ -120,17 +128,17 @@ def _listing(args) -> int:
     report = diagnose(_host(args), Policy(), ordered(builtin_checks()))
     offered = [(f, i) for f in report.findings for i in f.fixes]
     if not offered:
-        print("no finding here has a fix dldoctor can apply")
+        _say("no finding here has a fix dldoctor can apply")
     for finding, fix_id in offered:
-        print(f"{fix_id:32} resolves {finding.id} ({finding.status.value}: {finding.summary})")
+        _say(f"{fix_id:32} resolves {finding.id} ({finding.status.value}: {finding.summary})")
     return ExitCode.OK
 
 
 def _one(args, target: Target) -> int:
     plan = plan_for(args.id, _host(args))
-    print(plan.preview(target))
+    _say(plan.preview(target))
     if not args.apply:
-        print("(a preview: nothing was changed; --apply to make the change)")
+        _say("(a preview: nothing was changed; --apply to make the change)")
         return ExitCode.OK
     if args.bundle:
         raise FixError("a replayed bundle can preview a fix, never apply it")
@@ -139,7 +147,7 @@ def _one(args, target: Target) -> int:
         raise FixError("not applied: no confirmation (answer y, or pass --yes)")
     record, statuses = apply_and_verify(plan, target, _host(args), force=args.force)
     checks = ", ".join(f"{k} {v}" for k, v in statuses.items())
-    print(f"{plan.fix_id}: applied ({record['id']}); {record['verdict']} ({checks})")
+    _say(f"{plan.fix_id}: applied ({record['id']}); {record['verdict']} ({checks})")
     return ExitCode.OK
 
 
@@ -155,5 +163,5 @@ def _history(target: Target) -> int:
     after_boot(target, LiveHost(target.root))  # a reboot since: judge what waited for it
     for record in Journal(target).history():
         state = record.get("verdict") if record["state"] == "applied" else record["state"]
-        print(f"{record['id']}  {record['fix']:32} {record['state']}: {state}")
+        _say(f"{record['id']}  {record['fix']:32} {record['state']}: {state}")
     return ExitCode.OK

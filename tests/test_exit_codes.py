@@ -94,6 +94,7 @@ RUNS.update({
     ("fleet run", 4): lambda t: ["fleet", "report", NO_BUNDLE],
     ("fleet run", 6): lambda t: ["fleet", "report", *node_reports(t, HEALTHY), ">/dev/full"],
     ("diff A B", 6): lambda t: ["diff", HEALTHY, FAILING, ">/dev/full"],
+    ("fix", 6): lambda t: ["fix", "--from", FAILING, ">/dev/full"],
     ("slurm-healthcheck", 6): lambda t: ["slurm-healthcheck", "--only", "system.kernel", ">/dev/full"],
 })  # fmt: skip
 # Runs that must not find scontrol (or anything else) on PATH.

@@ -170,3 +170,24 @@ def test_the_readme_example_writes_where_debian_node_exporter_reads():
     # Debian's and Ubuntu's prometheus-node-exporter package reads this folder.
     assert os.path.dirname(prom) == "/var/lib/prometheus/node-exporter"
     assert "/var/lib/prometheus/node-exporter" in (root / "docs" / "prometheus.md").read_text()
+
+
+def test_fix_history_into_a_full_stdout_is_exit_6(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.test_fix_command import FIX, _setup
+
+    root, _, env = _setup(tmp_path)
+    applied = run_dldoctor("fix", FIX, "--apply", "--yes", "--root", str(root), env=env)
+    assert applied.returncode == 0, applied.stderr
+    with open("/dev/full", "w") as full:  # the shell's `> /dev/full`
+        proc = subprocess.run(
+            [sys.executable, "-m", "dldoctor", "fix", "--history", "--root", str(root)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 6, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "No space left" in proc.stderr
