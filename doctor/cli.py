@@ -73,18 +73,19 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         "finish, 4 unreadable bundle or policy, 5 internal error, 6 the report could not be "
         "written.",
     )
-    p.add_argument(
-        "--check",
-        action="store_true",
-        help="print the checklist and exit (no interactive interface)",
-    )
-    p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    p.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="show details, evidence and timings of every check",
-    )
+    if not snapshot:  # a snapshot's only output is its bundle: it offers no report options
+        p.add_argument(
+            "--check",
+            action="store_true",
+            help="print the checklist and exit (no interactive interface)",
+        )
+        p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+        p.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            help="show details, evidence and timings of every check",
+        )
     p.add_argument(
         "--from",
         dest="bundle",
@@ -141,7 +142,8 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         action="store_true",
         help="print the JSON Schema of the --json report (draft 2020-12) and exit",
     )
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    if not snapshot:
+        p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     p.add_argument("--version", action="version", version=f"dldoctor {__version__}")
     if snapshot:
         g = p.add_argument_group("snapshot")
@@ -164,6 +166,8 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
             "~/.config/dldoctor/redact-map.json), so a fleet's bundles stay comparable",
         )
     p.set_defaults(argv=[])
+    if snapshot:
+        p.set_defaults(check=False, json=False, verbose=False, color="never")
     return p
 
 

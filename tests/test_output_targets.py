@@ -191,3 +191,17 @@ def test_fix_history_into_a_full_stdout_is_exit_6(tmp_path):
         )
     assert proc.returncode == 6, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "No space left" in proc.stderr
+
+
+def test_snapshot_help_offers_only_what_a_snapshot_uses():
+    import re
+
+    help_text = run_dldoctor("snapshot", "--help").stdout
+    offered = set(re.findall(r"^ +(?:-\w(?: [A-Z]+)?, )?(--[\w-]+)", help_text, re.M))
+    assert "--output" in offered and "--deadline" in offered
+    assert not offered & {"--check", "--json", "--verbose", "--color"}
+    assert "--output PATH" in help_text and "--deadline" in help_text
+    proc = run_dldoctor("snapshot", "--json")
+    assert proc.returncode == 2 and "unrecognized arguments: --json" in proc.stderr
+    main_help = run_dldoctor("--help").stdout
+    assert all(flag in main_help for flag in ("--check", "--json", "--verbose", "--color"))
