@@ -205,3 +205,18 @@ def test_snapshot_help_offers_only_what_a_snapshot_uses():
     assert proc.returncode == 2 and "unrecognized arguments: --json" in proc.stderr
     main_help = run_dldoctor("--help").stdout
     assert all(flag in main_help for flag in ("--check", "--json", "--verbose", "--color"))
+
+
+def test_diff_reads_a_packed_bundle_as_its_help_and_docs_say(tmp_path):
+    from pathlib import Path
+
+    packed = tmp_path / "healthy.tar.gz"
+    made = run_dldoctor("snapshot", "--from", HEALTHY, "--no-redact", "-o", str(packed))
+    assert made.returncode == 0, made.stderr
+    same = run_dldoctor("diff", HEALTHY, str(packed))
+    assert same.returncode == 0, same.stderr
+    assert run_dldoctor("diff", str(packed), HOST).returncode == 1
+    help_text = " ".join(run_dldoctor("diff", "--help").stdout.split())
+    assert "a bundle (a directory or a .tar.gz) or a report JSON file" in help_text
+    doc = " ".join((Path(__file__).parent.parent / "docs" / "diff.md").read_text().split())
+    assert "a directory or a `.tar.gz`" in doc and "read once `--from` reads them" not in doc
