@@ -220,3 +220,19 @@ def test_diff_reads_a_packed_bundle_as_its_help_and_docs_say(tmp_path):
     assert "a bundle (a directory or a .tar.gz) or a report JSON file" in help_text
     doc = " ".join((Path(__file__).parent.parent / "docs" / "diff.md").read_text().split())
     assert "a directory or a `.tar.gz`" in doc and "read once `--from` reads them" not in doc
+
+
+def test_the_readme_names_every_built_in_check():
+    import re
+    from pathlib import Path
+
+    from dldoctor.registry import builtin_checks
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## What it checks\n", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"^\|.*?\|", section, re.M))
+    named_ids = {i for row in named for i in re.findall(r"`([a-z0-9_.]+)`", row)}
+    ids = {spec.id for spec in builtin_checks()}
+    assert "gpu.nvlink" in ids
+    assert ids - named_ids == set(), "checks the README's 'What it checks' does not name"
+    assert named_ids - ids == set(), "ids in 'What it checks' that no check has"
