@@ -236,3 +236,17 @@ def test_the_readme_names_every_built_in_check():
     assert "gpu.nvlink" in ids
     assert ids - named_ids == set(), "checks the README's 'What it checks' does not name"
     assert named_ids - ids == set(), "ids in 'What it checks' that no check has"
+
+
+def test_the_readme_counts_the_parts_benchmarks_speed_has():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    speed = (root / "benchmarks" / "speed.py").read_text(encoding="utf-8")
+    parts = re.search(r'"--only", default="([^"]+)"', speed).group(1).split(",")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    said = re.search(r"benchmarks/speed\.py +# all (\w+) parts", readme).group(1)
+    words = ["one", "two", "three", "four", "five", "six"]
+    assert words.index(said) + 1 == len(parts), (said, parts)
+    assert all(f"{i}. {p}:" in speed for i, p in enumerate(parts, 1))  # its docstring's list
