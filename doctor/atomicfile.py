@@ -46,9 +46,14 @@ def write_output(path: str, data: bytes) -> None:
     if not stream:
         write_atomically(real, data, make_parents=False)
         return
-    # O_APPEND: a descriptor's file opened with `>>` (a log) keeps what it holds.
-    with open(os.open(real, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY), "wb") as f:
+    with open_stream(real) as f:
         f.write(data)
+
+
+def open_stream(path: str):
+    """A device, FIFO or descriptor, opened to write into. O_APPEND: a descriptor's file
+    opened with `>>` (a log) keeps what it holds."""
+    return open(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY), "wb")
 
 
 def output_target(path: str) -> tuple[str, bool]:
@@ -64,8 +69,10 @@ def output_target(path: str) -> tuple[str, bool]:
         path = os.path.join(folder, os.path.basename(path))
         if not os.path.islink(path):
             try:
-                return path, not stat.S_ISREG(os.stat(path).st_mode)
+                kind = stat.S_IFMT(os.stat(path).st_mode)
             except FileNotFoundError:
                 return path, False
+            # A folder is no stream: replacing it fails (exit 6), and a snapshot says it exists.
+            return path, kind not in (stat.S_IFREG, stat.S_IFDIR)
         path = os.path.join(folder, os.readlink(path))
     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)

@@ -600,7 +600,10 @@ def _write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitC
         progress.done()
     if redactor is not None:
         log.warning("redacted; the map back to the real names (keep it private): %s", map_path)
-    _write_output(lambda: print(path))
+    from dldoctor.atomicfile import output_target
+
+    if not output_target(path)[1]:  # a stream (`-o /dev/stdout`) gets the archive alone
+        _write_output(lambda: print(path))
     return ExitCode.OK
 
 

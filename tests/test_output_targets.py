@@ -250,3 +250,45 @@ def test_the_readme_counts_the_parts_benchmarks_speed_has():
     words = ["one", "two", "three", "four", "five", "six"]
     assert words.index(said) + 1 == len(parts), (said, parts)
     assert all(f"{i}. {p}:" in speed for i, p in enumerate(parts, 1))  # its docstring's list
+
+
+def snapshot_to(path) -> list[str]:
+    return ["snapshot", "--from", HEALTHY, "--no-redact", "--deadline", "60", "-o", str(path)]
+
+
+def test_a_snapshot_into_a_fifo_streams_the_archive(tmp_path):
+    fifo = tmp_path / "bundle.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = read_fifo(fifo, got)
+    proc = run_dldoctor(*snapshot_to(fifo))
+    reader.join(30)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""  # no path: the stream may be stdout itself
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    (tmp_path / "copy.tar.gz").write_bytes(got[0])
+    replayed = run_dldoctor("--from", str(tmp_path / "copy.tar.gz"), "--check")
+    assert replayed.returncode == 0 and "No issues found" in replayed.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle.fifo", "copy.tar.gz"]
+
+
+def test_a_snapshot_follows_a_dangling_link_and_refuses_to_replace_a_file(tmp_path):
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "b.tar.gz"
+    link.symlink_to(tmp_path / "real" / "b.tar.gz")
+    proc = run_dldoctor(*snapshot_to(link))
+    assert proc.returncode == 0, proc.stderr
+    assert link.is_symlink() and (tmp_path / "real" / "b.tar.gz").stat().st_size > 0
+    assert proc.stdout.strip() == str(tmp_path / "real" / "b.tar.gz")
+    again = run_dldoctor(*snapshot_to(link))  # its target exists now: never replaced
+    assert again.returncode == 6 and "already exists" in again.stderr
+
+
+def test_a_snapshot_into_dev_full_is_exit_6_and_dev_null_stays_a_device(writes_into_streams):
+    full = run_dldoctor(*snapshot_to("/dev/full"))
+    assert full.returncode == 6 and "No space left" in full.stderr
+    folder = run_dldoctor(*snapshot_to("/dev/null"), "--dir")
+    assert folder.returncode == 6 and "cannot be written into a device" in folder.stderr
+    assert run_dldoctor(*snapshot_to("/dev/null")).returncode == 0
+    for device in ("/dev/null", "/dev/full"):
+        assert stat.S_ISCHR(os.lstat(device).st_mode)
