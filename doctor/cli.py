@@ -174,7 +174,11 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
 def _output_arguments(p: argparse.ArgumentParser) -> None:
     from dldoctor.render.formats import FORMATS
 
-    g = p.add_argument_group("outputs", "Files are replaced atomically: a reader never sees half.")
+    g = p.add_argument_group(
+        "outputs",
+        "Files are replaced atomically: a reader never sees half. A device, a FIFO or "
+        "/dev/stdout is written into, a symbolic link followed (docs/outputs.md).",
+    )
     g.add_argument(
         "--format",
         choices=list(FORMATS),

@@ -292,3 +292,22 @@ def test_a_snapshot_into_dev_full_is_exit_6_and_dev_null_stays_a_device(writes_i
     assert run_dldoctor(*snapshot_to("/dev/null")).returncode == 0
     for device in ("/dev/null", "/dev/full"):
         assert stat.S_ISCHR(os.lstat(device).st_mode)
+
+
+def test_a_fix_step_still_leaves_a_regular_file_never_writing_through(tmp_path):
+    """Fixes write through write_atomically, not the output rule: a FIFO or a link at a
+    fix's declared path is replaced by the declared file, never written into or through."""
+    from dldoctor.fixes.plan import Target, WriteFile
+
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    os.mkfifo(root / "etc" / "fifo.conf")  # nobody reads it: writing into it would hang
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"untouched\n")
+    (root / "etc" / "link.conf").symlink_to(outside)
+    target = Target(str(root))
+    for name in ("fifo.conf", "link.conf"):
+        WriteFile(f"/etc/{name}", b"options x=1\n", 0o644).apply(target)
+        written = root / "etc" / name
+        assert stat.S_ISREG(os.lstat(written).st_mode) and written.read_bytes() == b"options x=1\n"
+    assert outside.read_bytes() == b"untouched\n"
