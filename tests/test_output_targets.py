@@ -165,7 +165,7 @@ def test_the_readme_example_writes_where_debian_node_exporter_reads():
 
     root = Path(__file__).parent.parent
     readme = (root / "README.md").read_text(encoding="utf-8")
-    example = next(ln for ln in readme.splitlines() if ln.startswith("dldoctor --check --json --junit"))
+    example = next(ln for ln in readme.splitlines() if ln.startswith("dldoctor --check --json -"))
     prom = example.split("--prometheus ")[1].split()[0]
     # Debian's and Ubuntu's prometheus-node-exporter package reads this folder.
     assert os.path.dirname(prom) == "/var/lib/prometheus/node-exporter"
