@@ -73,18 +73,19 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         "finish, 4 unreadable bundle or policy, 5 internal error, 6 the report could not be "
         "written.",
     )
-    p.add_argument(
-        "--check",
-        action="store_true",
-        help="print the checklist and exit (no interactive interface)",
-    )
-    p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    p.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="show details, evidence and timings of every check",
-    )
+    if not snapshot:  # a snapshot's only output is its bundle: it offers no report options
+        p.add_argument(
+            "--check",
+            action="store_true",
+            help="print the checklist and exit (no interactive interface)",
+        )
+        p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+        p.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            help="show details, evidence and timings of every check",
+        )
     p.add_argument(
         "--from",
         dest="bundle",
@@ -141,7 +142,8 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
         action="store_true",
         help="print the JSON Schema of the --json report (draft 2020-12) and exit",
     )
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    if not snapshot:
+        p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     p.add_argument("--version", action="version", version=f"dldoctor {__version__}")
     if snapshot:
         g = p.add_argument_group("snapshot")
@@ -164,13 +166,19 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
             "~/.config/dldoctor/redact-map.json), so a fleet's bundles stay comparable",
         )
     p.set_defaults(argv=[])
+    if snapshot:
+        p.set_defaults(check=False, json=False, verbose=False, color="never")
     return p
 
 
 def _output_arguments(p: argparse.ArgumentParser) -> None:
     from dldoctor.render.formats import FORMATS
 
-    g = p.add_argument_group("outputs", "Files are replaced atomically: a reader never sees half.")
+    g = p.add_argument_group(
+        "outputs",
+        "Files are replaced atomically: a reader never sees half. A device, a FIFO or "
+        "/dev/stdout is written into, a symbolic link followed (docs/outputs.md).",
+    )
     g.add_argument(
         "--format",
         choices=list(FORMATS),
@@ -600,7 +608,10 @@ def _write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitC
         progress.done()
     if redactor is not None:
         log.warning("redacted; the map back to the real names (keep it private): %s", map_path)
-    _write_output(lambda: print(path))
+    from dldoctor.atomicfile import output_target
+
+    if not output_target(path)[1]:  # a stream (`-o /dev/stdout`) gets the archive alone
+        _write_output(lambda: print(path))
     return ExitCode.OK
 
 
@@ -625,28 +636,47 @@ def _output_format(args: argparse.Namespace) -> str:
 
 
 def _write_outputs(args: argparse.Namespace, report) -> ExitCode:
-    """The report in its format on stdout (or --output), then each `--NAME FILE`; the exit
-    code is the verdict's, or the one the format's protocol defines (Nagios, npd)."""
+    """Each `--NAME FILE`, then the report in its format on stdout (or --output); the exit
+    code is the verdict's, or the one the format's protocol defines (Nagios, npd). One
+    output that cannot be written does not stop the others: OutputError once all are tried."""
     from dldoctor.render.formats import FORMATS
 
     fmt = FORMATS[_output_format(args)]
+    failed: list[str] = []
+
+    def attempt(write) -> None:
+        try:
+            write()
+        except OutputError as exc:
+            failed.append(str(exc))
+
     for name, f in FORMATS.items():
         path = getattr(args, f"file_{name}", None) if f.file_flag else None
         if path:
-            _write_file(path, f.render(report))
+            attempt(lambda: _write_file(path, f.render(report)))
     if args.output:
-        _write_file(args.output, fmt.render(report))
+        attempt(lambda: _write_file(args.output, fmt.render(report)))
     elif fmt.name == "json":
         from dldoctor.render.jsondoc import render_json
 
-        _write_output(lambda: render_json(report))
+        attempt(lambda: _write_output(lambda: render_json(report)))
     elif fmt.name == "text":
         from dldoctor.render.text import render_text
 
-        _write_output(lambda: render_text(report, verbose=args.verbose, color=args.color))
+        attempt(
+            lambda: _write_output(
+                lambda: render_text(report, verbose=args.verbose, color=args.color)
+            )
+        )
     else:
         data = fmt.render(report)
-        _write_output(lambda: (sys.stdout.buffer.write(data), sys.stdout.buffer.flush()))
+        attempt(
+            lambda: _write_output(
+                lambda: (sys.stdout.buffer.write(data), sys.stdout.buffer.flush())
+            )
+        )
+    if failed:
+        raise OutputError("; ".join(failed))
     code = fmt.exit_code(report)
     return exit_code_for(report.findings, strict=args.strict) if code is None else code
 
@@ -669,11 +699,16 @@ def _write_output(write) -> None:
 
 def _write_file(path: str, data: bytes) -> None:
     """An output beside stdout's, replaced atomically (a collector or a CI job reading it
-    never sees half a file); OutputError (exit 6) when it cannot be written."""
-    from dldoctor.atomicfile import write_atomically
+    never sees half a file) or written into a device, FIFO or descriptor (docs/outputs.md);
+    OutputError (exit 6) when it cannot be written."""
+    from dldoctor.atomicfile import write_output
 
     try:
-        write_atomically(path, data, make_parents=False)
+        write_output(path, data)
+    except FileNotFoundError:
+        folder = os.path.dirname(os.path.abspath(path))
+        why = "no such file or directory" if os.path.isdir(folder) else f"no folder {folder}"
+        raise OutputError(f"cannot write {path}: {why}") from None
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 

@@ -419,7 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 equivalent, 1 they differ, 2 usage error, 4 an input could "
         "not be read, 6 the output could not be written.",
     )
-    p.add_argument("a", metavar="A", help="a bundle directory or a report JSON file")
+    p.add_argument(
+        "a", metavar="A", help="a bundle (a directory or a .tar.gz) or a report JSON file"
+    )
     p.add_argument("b", metavar="B", help="the same, to compare with A")
     p.add_argument("--json", action="store_true", help="print the diff as JSON on stdout")
     return p

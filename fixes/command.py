@@ -35,6 +35,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _say(text: str) -> None:
+    """A line on stdout: a full or failing stdout is the output error (exit 6), as in every
+    mode; the preview is on it before anything is applied."""
+    from dldoctor.cli import _write_output
+
+    _write_output(lambda: print(text))
+
+
 def _host(args):
     from dldoctor.host.live import LiveHost
 
@@ -68,7 +76,7 @@ def _main(args) -> int:
         if args.undo:
             _need_root(args, f"dldoctor fix --undo {args.undo}")
             record = undo(args.undo, target, on_recovered=said_recovered)
-            print(f"{record['fix']}: {record['state']} ({record['id']})")
+            _say(f"{record['fix']}: {record['state']} ({record['id']})")
             return ExitCode.OK
         if not args.id:
             return _listing(args)
@@ -130,17 +138,17 @@ def _listing(args) -> int:
     report = diagnose(_host(args), Policy(), ordered(builtin_checks()))
     offered = [(f, i) for f in report.findings for i in f.fixes]
     if not offered:
-        print("no finding here has a fix dldoctor can apply")
+        _say("no finding here has a fix dldoctor can apply")
     for finding, fix_id in offered:
-        print(f"{fix_id:32} resolves {finding.id} ({finding.status.value}: {finding.summary})")
+        _say(f"{fix_id:32} resolves {finding.id} ({finding.status.value}: {finding.summary})")
     return ExitCode.OK
 
 
 def _one(args, target: Target) -> int:
     plan = plan_for(args.id, _host(args))
-    print(plan.preview(target))
+    _say(plan.preview(target))
     if not args.apply:
-        print("(a preview: nothing was changed; --apply to make the change)")
+        _say("(a preview: nothing was changed; --apply to make the change)")
         return ExitCode.OK
     if args.bundle:
         raise FixError("a replayed bundle can preview a fix, never apply it")
@@ -151,7 +159,7 @@ def _one(args, target: Target) -> int:
         plan, target, _host(args), force=args.force, on_recovered=said_recovered
     )
     checks = ", ".join(f"{k} {v}" for k, v in statuses.items())
-    print(f"{plan.fix_id}: applied ({record['id']}); {record['verdict']} ({checks})")
+    _say(f"{plan.fix_id}: applied ({record['id']}); {record['verdict']} ({checks})")
     return ExitCode.OK
 
 
@@ -169,5 +177,5 @@ def _history(target: Target) -> int:
         state = record.get("verdict") if record["state"] == "applied" else record["state"]
         if record["state"] == "applying":  # or running now: --history takes no lock
             state = "interrupted, unless it runs now: the next --apply or --undo rolls it back"
-        print(f"{record['id']}  {record['fix']:32} {record['state']}: {state}")
+        _say(f"{record['id']}  {record['fix']:32} {record['state']}: {state}")
     return ExitCode.OK

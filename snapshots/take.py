@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -104,10 +105,20 @@ def write_snapshot(
     directory. Built in a private folder beside `dest` and moved there whole at the end:
     an interrupted snapshot leaves nothing at `dest`. With a `redactor`, its map (the
     pseudonyms so far) is saved at `map_path` once the bundle is written."""
+    from dldoctor.atomicfile import output_target
     from dldoctor.snapshots.archive import write_archive
-    from dldoctor.snapshots.bundle import work_beside
+    from dldoctor.snapshots.bundle import BundleError, work_beside
 
-    dest, work = work_beside(dest, ".dldoctor-snapshot-")
+    # The one rule of outputs (docs/outputs.md): a link is followed, a device, FIFO or
+    # descriptor written into; a bundle never replaces a file.
+    dest, stream = output_target(dest)
+    if stream and not archive:
+        raise BundleError(f"{dest}: a bundle folder cannot be written into a device or FIFO")
+    if stream:
+        work = tempfile.mkdtemp(prefix=".dldoctor-snapshot-")
+        into, dest = dest, os.path.join(work, "bundle.tar.gz")
+    else:
+        dest, work = work_beside(dest, ".dldoctor-snapshot-")
     try:
         bundle = recorder.write_bundle(
             os.path.join(work, "bundle"),
@@ -123,12 +134,22 @@ def write_snapshot(
             write_archive(bundle, dest)
         else:
             os.rename(bundle, dest)
+        if stream:
+            _copy_into(dest, into)
+            dest = into
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if redactor is not None and map_path:
         os.makedirs(os.path.dirname(map_path), mode=0o700, exist_ok=True)
         redactor.save(map_path)
     return dest
+
+
+def _copy_into(archive: str, stream: str) -> None:
+    from dldoctor.atomicfile import open_stream
+
+    with open(archive, "rb") as src, open_stream(stream) as out:
+        shutil.copyfileobj(src, out)
 
 
 def default_dest(report: Report, *, archive: bool, redactor=None) -> str:

@@ -4,6 +4,7 @@ every run listed here must be a cell of the table, so the two cannot drift apart
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -59,6 +60,10 @@ RUNS = {
     ("--format npd", 2): lambda t: ["--format", "npd", "--from", "INCOMPLETE"],
     ("snapshot", 0): lambda t: ["snapshot", "--from", HEALTHY, "--dir", "-o", str(t / "b")],
     ("snapshot", 2): lambda t: ["snapshot", "--no-such-option"],
+    # Its path goes to a stdout nobody reads, already full: still writing at the deadline.
+    ("snapshot", 3): lambda t: [
+        "snapshot", "--from", HEALTHY, "--deadline", "1", "--dir", "-o", str(t / "b"), ">full pipe"
+    ],
     ("snapshot", 4): lambda t: ["snapshot", "--from", NO_BUNDLE, "-o", str(t / "b")],
     ("snapshot", 6): lambda t: ["snapshot", "--from", HEALTHY, "--dir", "-o", NOWHERE + "/b"],
     ("diff A B", 0): lambda t: ["diff", HEALTHY, HEALTHY],
@@ -94,6 +99,7 @@ RUNS.update({
     ("fleet run", 4): lambda t: ["fleet", "report", NO_BUNDLE],
     ("fleet run", 6): lambda t: ["fleet", "report", *node_reports(t, HEALTHY), ">/dev/full"],
     ("diff A B", 6): lambda t: ["diff", HEALTHY, FAILING, ">/dev/full"],
+    ("fix", 6): lambda t: ["fix", "--from", FAILING, ">/dev/full"],
     ("slurm-healthcheck", 6): lambda t: ["slurm-healthcheck", "--only", "system.kernel", ">/dev/full"],
 })  # fmt: skip
 # Runs that must not find scontrol (or anything else) on PATH.
@@ -119,6 +125,27 @@ def node_reports(folder: Path, *hosts: str) -> list[str]:
     return paths
 
 
+@contextlib.contextmanager
+def stdout_of(kind: str):
+    """The shell's `> /dev/full` (every write fails, ENOSPC), or a pipe nobody reads whose
+    buffer is already full (every write blocks)."""
+    if kind == ">/dev/full":
+        with open("/dev/full", "w") as full:
+            yield full
+        return
+    read_end, write_end = os.pipe()
+    try:
+        os.set_blocking(write_end, False)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                os.write(write_end, b"x" * 65536)
+        os.set_blocking(write_end, True)
+        yield write_end
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
 def test_the_table_and_the_runs_name_the_same_cells():
     cells = {(mode, code) for mode, codes in documented().items() for code in codes}
     assert set(RUNS) | set(NOT_RUN) == cells
@@ -128,11 +155,11 @@ def test_the_table_and_the_runs_name_the_same_cells():
 def test_each_cell_of_the_table_is_the_code_dldoctor_exits_with(cell, tmp_path, incomplete_host):
     argv = [str(incomplete_host) if a == "INCOMPLETE" else a for a in RUNS[cell](tmp_path)]
     env = {"PATH": str(tmp_path)} if cell in EMPTY_PATH else None
-    if argv[-1] == ">/dev/full":  # the shell's `> /dev/full`: every write fails (ENOSPC)
-        with open("/dev/full", "w") as full:
+    if argv[-1] in (">/dev/full", ">full pipe"):
+        with stdout_of(argv[-1]) as stdout:
             proc = subprocess.run(
                 [sys.executable, "-m", "dldoctor", *argv[:-1]],
-                stdout=full,
+                stdout=stdout,
                 stderr=subprocess.PIPE,
                 text=True,
                 env={**os.environ, "DLDOCTOR_NO_PLUGINS": "1"},
