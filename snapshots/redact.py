@@ -11,8 +11,10 @@ docs/bundle-format.md ("Redaction") lists what is redacted and what is kept.
 from __future__ import annotations
 
 import base64
+import collections
 import ipaddress
 import json
+import math
 import os
 import re
 import shutil
@@ -24,12 +26,15 @@ from dldoctor.snapshots.bundle import (
     COMMANDS,
     FILES,
     MANIFEST,
+    REPORT,
     _json_bytes,
     command_folders,
     file_digests,
 )
 
 MAP_FORMAT = "dldoctor-redaction-map"
+# The members written from the others (snapshots/take.py): a report, never a source.
+DERIVED = frozenset({REPORT, "report.md", "report.html"})
 MAP_VERSION = 1
 
 # Where a host's own names are written; each file holds just the name.
@@ -54,9 +59,18 @@ PLACEHOLDERS = frozenset(
     )
 )  # fmt: skip
 _SECRET_PARTS = frozenset("KEY KEYS AUTH SESSION PASS PASSPHRASE PAT PW".split())
+# A lower-case option (`password=` in mount options, `ipmi.pass=` on the kernel command line)
+# is a secret by these parts only: `key=ps.index` in a script is no secret. ($PWD is a folder.)
+_OPTION_PARTS = frozenset("PASS PASSPHRASE PW".split())
 _SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "COOKIE", "APIKEY",
-                 "PRIVATE")  # fmt: skip
+                 "PRIVATE", "JWT", "WEBHOOK")  # fmt: skip
 _USER_VARS = ("USER", "LOGNAME", "USERNAME", "SUDO_USER")
+# The environment keeps the values of what a check reads (grep doctor/facts and checks for
+# `environ`: PATH, CUDA_HOME, CUDA_PATH, NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX,
+# PID 1's `container`) and of what support reads beside them; any other variable keeps its
+# name only (SSHPASS, DATABASE_URL, MYVAR=ghp_…: a value's name does not say it is harmless).
+ENV_KEPT = frozenset("PATH LD_LIBRARY_PATH LD_PRELOAD PYTHONPATH VIRTUAL_ENV container".split())
+ENV_KEPT_PREFIXES = ("CUDA_", "NCCL_", "CONDA_")
 
 _HEX = "[0-9A-Fa-f]"
 _UUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
@@ -80,10 +94,37 @@ _SHAPES = [
     # "Version: 9.1.0.70" stays.
     r"(?P<ipv4>(?<![\w.+~-])(?<![<>=!~]=)(?<!version )(?<!version: )(?<!version=)"
     r"(?:\d{1,3}\.){3}\d{1,3}(?![\w+]|\.\d|-\d))",
-    # NAME=value in text (a command line, a unit's Environment=): secret names lose the
-    # value. Upper case only: `key=ps.index` in a script is no variable.
-    r"(?P<assign>(?<![\w.-])(?P<aname>(?-i:[A-Z_][A-Z0-9_]*))=)(?P<avalue>[^\s\0\"'&;,]+)",
+    # NAME=value in text (a command line, a unit's Environment=): a secret name loses the
+    # value. Upper case only: `key=ps.index` in a script is no variable. The value is looked
+    # at, not consumed, so that the rest of the text is read in its own context (no recursion).
+    r"(?P<assign>(?<![\w.-])(?P<aname>(?-i:[A-Z_][A-Z0-9_]*))=)(?=(?P<avalue>[^\s\0\"'&;,]+))",
+    # an option of any case whose name says secret: password= (CIFS mount options),
+    # rootpassword=, ipmi.pass= (kernel command line); never iommu.passthrough=
+    r"(?P<option>(?<![\w.-])[\w.-]{0,40}?(?:pass(?:word|wd|phrase)?|secret|token"
+    r"|credentials?|api[_-]?key|jwt)(?:[_.-][\w.-]{0,40})?=)(?=(?P<ovalue>[^\s\0\"'&;,]+))",
+    # a command-line flag that takes a secret: --password X, --token=X
+    r"(?P<flag>(?<![\w-])--?[\w-]{0,40}?(?:pass(?:word|wd|phrase)?|token|secret|api-?key)"
+    r"(?:=|[ \0]+))(?=(?P<fvalue>[^\s\0\"'-][^\s\0\"']*))",
 ]
+# Secret shapes, after the field's scanners (gitleaks' rules, detect-secrets' plugins):
+# vendors' key prefixes, JSON web tokens, private key blocks, webhook URLs, and long tokens
+# of high entropy. Each quantifier is bounded or runs over a class its follower is not in,
+# so the scan is linear (tests/test_regex_linear.py).
+SECRET_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}"
+    r"|gl(?:pat|rt|ptt|dt|cbt|soat)-[A-Za-z0-9_-]{20,64}|xox[abposr]-[A-Za-z0-9-]{10,255}"
+    r"|(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA)[A-Z0-9]{16}"
+    r"|AIza[A-Za-z0-9_-]{35}|[rsp]k_(?:live|test)_[A-Za-z0-9]{16,255}"
+    r"|sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,255}|hf_[A-Za-z0-9]{30,64}|npm_[A-Za-z0-9]{36}"
+    r"|pypi-[A-Za-z0-9_-]{50,255}|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"
+    r"|dop_v1_[a-f0-9]{64}|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}|glc_[A-Za-z0-9+/]{32,400}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
+    r"|(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_+-]{8,255}"
+    r"|(?<=/api/webhooks/)[0-9]{1,30}/[A-Za-z0-9_-]{1,255}"
+    r"|(?<=PRIVATE KEY-----)[A-Za-z0-9+/=\s]{1,1000000}(?=-----END)"
+    r"|(?P<entropy>(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/_=-]))"
+)
+ENTROPY_MIN_BITS = 4.5  # detect-secrets' limit for base64 strings; a random 40-char key: 4.8
 _HOME = re.compile(r"(?<![\w.])/home/([^/\s\"'<>:;,=\\\0]+)")
 _EXPLICIT = {  # lines that name a serial or a UUID, whatever the tool
     "serial": re.compile(
@@ -99,11 +140,18 @@ _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 
 def secret_name(name: str) -> bool:
-    """An environment variable whose value must not leave the host (HF_TOKEN, AWS_SECRET_…)."""
+    """A variable or option whose value must not leave the host (HF_TOKEN, AWS_SECRET_…,
+    SSHPASS, CI_JOB_JWT, SLACK_WEBHOOK_URL, password=, ipmi.pass=)."""
     upper = name.upper()
-    if any(word in upper for word in _SECRET_WORDS):
+    if any(word in upper for word in _SECRET_WORDS) or upper.endswith("PASS"):
         return True
-    return any(part in _SECRET_PARTS for part in upper.split("_"))
+    parts = _SECRET_PARTS if name == upper else _OPTION_PARTS
+    return any(part in parts for part in re.split(r"[_.-]", upper))
+
+
+def env_kept(name: str) -> bool:
+    """A variable whose value a bundle keeps (docs/bundle-format.md, "The environment")."""
+    return name in ENV_KEPT or name.startswith(ENV_KEPT_PREFIXES)
 
 
 def _is_placeholder(value: str) -> bool:
@@ -120,6 +168,9 @@ class Redactor:
         self._taken: dict[str, set[str]] = {}  # kind -> its pseudonyms (left as they are)
         self.shown: dict[str, str] = {}  # pseudonym as written -> the text it replaced
         self._pattern: re.Pattern[str] | None = None
+        # Text derived from the bundle (its reports): four numbers there are an address only
+        # when its sources showed them as one ("cuDNN 9.1.0.70" is a version).
+        self.known_addresses_only = False
 
     # --- the map ---------------------------------------------------------------------
 
@@ -133,7 +184,14 @@ class Redactor:
             data = json.load(f)
         if not isinstance(data, dict) or data.get("format") != MAP_FORMAT:
             raise ValueError(f"{path} is not a {MAP_FORMAT} file")
-        for kind, table in data.get("kinds", {}).items():
+        kinds = data.get("kinds", {})
+        if not isinstance(kinds, dict) or not all(
+            isinstance(table, dict)
+            and all(isinstance(v, str) and isinstance(p, str) for v, p in table.items())
+            for table in kinds.values()
+        ):
+            raise ValueError(f"{path}: 'kinds' must map each kind to {{value: pseudonym}} strings")
+        for kind, table in kinds.items():
             for value, pseudonym in table.items():
                 redactor.kinds.setdefault(kind, {})[value] = pseudonym
                 redactor._taken.setdefault(kind, set()).add(pseudonym)
@@ -181,6 +239,17 @@ class Redactor:
         if kind in _LITERAL_KINDS:
             self._pattern = None  # a new word to look for
         return new
+
+    def file_name(self, text: str) -> str:
+        """`text` redacted, and every host name known replaced inside a file name too, where
+        `-` and `_` join it to other words (sosreport-<host>-2026-12-01-abcdef.tar.xz)."""
+        text = self.text(text)
+        hosts = [h for h in self.kinds.get("host", {}) if h not in self._taken.get("host", ())]
+        if not hosts:
+            return text
+        words = "|".join(map(re.escape, sorted(hosts, key=len, reverse=True)))
+        pattern = re.compile(rf"(?<![A-Za-z0-9])(?:{words})(?![A-Za-z0-9])", re.I)
+        return pattern.sub(lambda m: self.host(m.group()), text)
 
     def _named(self, kind: str, value: str, fmt: str) -> str:
         new = self.pseudonym(kind, value, lambda n: fmt % n)
@@ -323,11 +392,32 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """`text` with every value this redactor recognises replaced by its pseudonym."""
-        return self._compiled().sub(self._replace, text)
+        text = SECRET_SHAPES.sub(self._secret_shape, text)
+        out, done = [], 0
+        for m in self._compiled().finditer(text):
+            if m.start() < done:
+                continue  # inside a secret value already replaced
+            out.append(text[done : m.start()])
+            new, done = self._replace(m)
+            out.append(new)
+        out.append(text[done:])
+        return "".join(out)
 
-    def _replace(self, m: re.Match[str]) -> str:
+    def _secret_shape(self, m: re.Match[str]) -> str:
+        found = m.group()
+        if m.lastgroup == "entropy" and not _random_token(found):
+            return found
+        return self.secret(found)
+
+    def _replace(self, m: re.Match[str]) -> tuple[str, int]:
+        """(what replaces the match, where the text goes on)"""
         group = m.lastgroup
         found = m.group()
+        if group in ("avalue", "ovalue", "fvalue"):  # NAME=, looking at its value
+            name = m.group("aname") if group == "avalue" else "pass"
+            if group == "avalue" and not secret_name(name):
+                return found, m.end()  # the value is read on, in its context
+            return found + self.secret(m.group(group)), m.end(group)
         if group == "literal":
             kind, value = self._literal_kinds[found.lower()]
             new = getattr(self, kind)(value)
@@ -335,29 +425,42 @@ class Redactor:
             new = m.group("home") + self.user(m.group("homeuser"))
         elif group == "guidxv":
             new = m.group("guidx") + self.guid(m.group("guidxv"))
-        elif group == "avalue":
-            name, value = m.group("aname"), m.group("avalue")
-            new = m.group("assign") + (
-                self.secret(value) if secret_name(name) else self.text(value)
-            )
         elif group == "userinfo":
             new = self._named("userinfo", found, "cred-%04d")
+        elif group in ("ipv4", "ipv6") and self.known_addresses_only:
+            new = self._known_address(group, found)
         else:
             new = getattr(self, group)(found)
-        if new != found and group != "avalue":  # NAME=value: its parts are recorded
+        if new != found:
             self.shown.setdefault(new, found)
-        return new
+        return new, m.end()
+
+    def _known_address(self, group: str, text: str) -> str:
+        """The pseudonym of an address already met as one, else `text` (a version)."""
+        key = text
+        if group == "ipv6":
+            try:
+                key = ipaddress.IPv6Address(text.partition("%")[0]).exploded
+            except ValueError:
+                return text
+        for kind, table in self.kinds.items():
+            if kind.startswith(group + "-") and key in table:
+                return getattr(self, group)(text)
+        return text
 
     def environ(self, data: bytes) -> bytes:
-        """/proc/<pid>/environ: NUL-separated NAME=value, values may hold spaces."""
+        """/proc/<pid>/environ: NUL-separated NAME=value, values may hold spaces. A value is
+        kept only for the names a check reads (`env_kept`); any other keeps its name."""
         out = []
         for item in data.split(b"\0"):
             name, sep, value = item.decode("utf-8", "surrogateescape").partition("=")
-            if sep and secret_name(name) and value:
+            if not (sep and value):
+                pass
+            elif not env_kept(name):
+                value = ""
+            elif secret_name(name):
                 value = self.secret(value)
-            elif sep and name in _USER_VARS and value and value != "root":
-                value = self.user(value)
-            elif sep:
+            else:
                 value = self.text(value)
             out.append((name + sep + value).encode("utf-8", "surrogateescape"))
         return b"\0".join(out)
@@ -406,6 +509,15 @@ class Redactor:
         if len(fields) >= 7 and _human_uid(fields[2]):
             fields[0] = self.user(fields[0])
         return ":".join(fields)
+
+
+def _random_token(token: str) -> bool:
+    """A token with upper and lower case letters and digits, as random as a key is."""
+    if not (re.search("[a-z]", token) and re.search("[A-Z]", token) and re.search("[0-9]", token)):
+        return False
+    counts = collections.Counter(token)
+    bits = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
+    return bits >= ENTROPY_MIN_BITS
 
 
 def _human_uid(uid: str) -> bool:
@@ -554,7 +666,8 @@ def redact_bundle(bundle_dir: str, redactor: Redactor) -> None:
 
     Save `redactor` (its map) somewhere outside the bundle afterwards."""
     root = os.path.abspath(bundle_dir)
-    entries = list(_walk(root))
+    # The reports are derived from the other members: redacted last, with what those taught.
+    entries = sorted(_walk(root), key=lambda entry: entry[0] in DERIVED)
     contents = {}
     for rel, st in entries:
         if stat.S_ISREG(st.st_mode):
@@ -580,6 +693,7 @@ def redact_bundle(bundle_dir: str, redactor: Redactor) -> None:
                 if rel == MANIFEST:
                     manifest = contents[rel]
                     continue
+                redactor.known_addresses_only = rel in DERIVED
                 data = _redact_member(rel, contents[rel], redactor)
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 with open(target, "wb") as f:
@@ -587,6 +701,7 @@ def redact_bundle(bundle_dir: str, redactor: Redactor) -> None:
                 os.chmod(target, stat.S_IMODE(st.st_mode))
                 written[new_rel] = data
             # anything else (a FIFO, a device) is no member a reader accepts: left out
+        redactor.known_addresses_only = False
         if manifest is not None:
             with open(os.path.join(new_root, MANIFEST), "wb") as f:
                 f.write(_redact_manifest(manifest, written, redactor))
@@ -613,8 +728,11 @@ def _redact_member(rel: str, data: bytes, redactor: Redactor) -> bytes:
             parsed = json.loads(data)
         except (ValueError, UnicodeDecodeError, RecursionError):
             return redactor.member(rel, data)
-        # answers.json is keyed by host path: a content_b64 is redacted as that file
-        return _json_bytes(redactor.json_value(parsed))
+        try:
+            # answers.json is keyed by host path: a content_b64 is redacted as that file
+            return _json_bytes(redactor.json_value(parsed))
+        except RecursionError:  # nested deeper than Python recurses: redacted as text
+            pass
     return redactor.member(rel, data)
 
 
@@ -626,5 +744,8 @@ def _redact_manifest(data: bytes, written: dict[str, bytes], redactor: Redactor)
     if not isinstance(manifest, dict):
         return redactor.member(MANIFEST, data)
     manifest = {k: v if k == "files" else redactor.json_value(v) for k, v in manifest.items()}
+    if isinstance(manifest.get("argv"), list):  # --from sosreport-<host>-….tar.xz
+        manifest["argv"] = [redactor.file_name(a) if isinstance(a, str) else a
+                            for a in manifest["argv"]]  # fmt: skip
     manifest["files"] = file_digests(written)
     return _json_bytes(manifest)
