@@ -149,7 +149,7 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
             "-o",
             "--output",
             metavar="PATH",
-            help="where to write the bundle (default: dldoctor-<host>-<UTC time>.tar.gz here)",
+            help="where to write the bundle (default: dldoctor-snapshot-<UTC time>.tar.gz here)",
         )
         g.add_argument("--dir", action="store_true", help="write a directory, not a .tar.gz")
         g.add_argument(
@@ -579,7 +579,7 @@ def _write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitC
         log.warning("%d forensic extra(s) still running at the deadline: not in the bundle", late)
     progress.say("writing the bundle")
     redactor, map_path = _redactor(args)
-    dest = args.output or take.default_dest(report, archive=not args.dir, redactor=redactor)
+    dest = args.output or take.default_dest(archive=not args.dir)
     try:
         path = take.write_snapshot(
             recorder,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import re
 import shutil
 import sys
 import threading
@@ -69,10 +68,13 @@ def wait_extras(threads: Sequence[threading.Thread], until: float) -> int:
     return sum(t.is_alive() for t in threads)
 
 
-def bundle_name(hostname: str, when: _dt.datetime) -> str:
-    """dldoctor-<host>-<UTC time>: sortable, and safe as a file name."""
-    host = re.sub(r"[^A-Za-z0-9._-]", "_", hostname or "host").strip("._") or "host"
-    return f"dldoctor-{host}-{when.astimezone(_dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+def default_name(*, archive: bool = True, when: _dt.datetime | None = None) -> str:
+    """dldoctor-snapshot-<UTC time>[.tar.gz]: sortable, safe as a file name, and free of the
+    host's name, which would give the host away in the file name and the archive's top
+    folder (named after it). The TUI's export suggests it too."""
+    when = when or _dt.datetime.now(_dt.timezone.utc)
+    name = f"dldoctor-snapshot-{when.astimezone(_dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+    return name + (".tar.gz" if archive else "")
 
 
 def report_members(report: Report) -> dict[str, bytes]:
@@ -131,9 +133,7 @@ def write_snapshot(
     return dest
 
 
-def default_dest(report: Report, *, archive: bool, redactor=None) -> str:
-    hostname = str(report.host.get("hostname") or "")
-    if redactor is not None and hostname:
-        hostname = redactor.host(hostname)  # the name must not give the host away either
-    name = bundle_name(hostname, _dt.datetime.now(_dt.timezone.utc))
-    return os.path.abspath(name + (".tar.gz" if archive else ""))
+def default_dest(report: Report | None = None, *, archive: bool, redactor=None) -> str:
+    """`default_name` in the current folder. (`report` and `redactor` no longer shape the
+    name; they stay for the callers that pass them.)"""
+    return os.path.abspath(default_name(archive=archive))

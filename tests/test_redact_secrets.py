@@ -4,12 +4,20 @@ check reads only, and every captured value is scanned for secret shapes (docs/bu
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 import tarfile
+from pathlib import Path
 
+from dldoctor.model import Report
+from dldoctor.snapshots import take
 from tests.bundlebuilder import BundleBuilder
-from tests.conftest import HOSTS, report_of, run_dldoctor
+from tests.conftest import FIXTURES, HOSTS, report_of, run_dldoctor
 
 JOURNAL = "journalctl -k -b --no-pager -o short-iso-precise".split()
 # Shapes written the way their vendors issue them (none is a live key).
@@ -142,3 +150,33 @@ def test_a_redacted_bundle_gives_the_env_checks_the_same_verdicts(tmp_path):
     assert {f["id"]: f["status"] for f in after["findings"]} == verdicts
     summaries = {f["id"]: f["summary"] for f in after["findings"]}
     assert summaries["nccl.env"] == {f["id"]: f["summary"] for f in before["findings"]}["nccl.env"]
+
+
+SOS = "sosreport-host0-2026-12-01-hsxafrq.tar.xz"  # a sos report names its host: host0
+
+
+def test_the_host_name_is_in_no_file_name_of_a_snapshot(tmp_path):
+    shutil.copy(FIXTURES / "foreign" / "sos" / SOS, tmp_path / SOS)
+    env = {**os.environ, "DLDOCTOR_NO_PLUGINS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dldoctor", "snapshot", "--from", SOS, "--redact-map", "map"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    archive = Path(proc.stdout.strip())
+    assert re.fullmatch(r"dldoctor-snapshot-\d{8}T\d{6}Z\.tar\.gz", archive.name)
+    assert json.loads((tmp_path / "map").read_text())["kinds"]["host"] == {"host0": "host-0001"}
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        (manifest,) = [n for n in names if n.endswith("/manifest.json")]
+        argv = json.loads(tar.extractfile(manifest).read())["argv"]
+    assert all("host0" not in name for name in names)
+    assert argv[2:4] == ["--from", "sosreport-host-0001-2026-12-01-hsxafrq.tar.xz"]
+
+
+def test_the_default_name_is_free_of_the_host_name():
+    when = datetime.datetime(2026, 12, 1, 12, 45, 49, tzinfo=datetime.timezone.utc)
+    assert take.default_name(when=when) == "dldoctor-snapshot-20261201T124549Z.tar.gz"
+    assert take.default_name(archive=False, when=when) == "dldoctor-snapshot-20261201T124549Z"
+    report = Report(findings=[], host={"hostname": "gpu-secret-07"})
+    assert "gpu-secret-07" not in take.default_dest(report, archive=True)
