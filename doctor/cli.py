@@ -589,6 +589,7 @@ def _write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitC
             archive=not args.dir,
             redactor=redactor,
             map_path=map_path,
+            deadline=deadline_at,
         )
     except (BundleError, OSError) as exc:
         raise OutputError(f"cannot write the snapshot: {exc}") from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import functools
 import ipaddress
 import json
 import math
@@ -20,6 +21,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 from typing import Any
 
 from dldoctor.snapshots.bundle import (
@@ -33,6 +35,10 @@ from dldoctor.snapshots.bundle import (
 )
 
 MAP_FORMAT = "dldoctor-redaction-map"
+# A long text (a kernel log) is redacted this many characters at a time, the deadline
+# looked at in between: about half a second of work.
+CHUNK_CHARS = 1 << 20
+LEFT_OUT = "[dldoctor: %d more characters not redacted by the deadline: left out]\n"
 # The members written from the others (snapshots/take.py): a report, never a source.
 DERIVED = frozenset({REPORT, "report.md", "report.html"})
 MAP_VERSION = 1
@@ -75,42 +81,58 @@ ENV_KEPT_PREFIXES = ("CUDA_", "NCCL_", "CONDA_")
 _HEX = "[0-9A-Fa-f]"
 _UUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 # One pass over the text with every shape at once: a pseudonym is never redacted again,
-# and the first shape that matches at a place wins (a MAC is not read as an IPv6).
+# and the first shape that matches at a place wins (a MAC is not read as an IPv6). Each
+# shape starts with the character class of its first character and looks behind only
+# after it: the regex engine then skips a shape at a place in one step, which makes the
+# pass several times faster than shapes that open with a look-behind. The empty group that
+# ends a shape names it (`lastgroup`); the whole match is what is replaced, unless said.
 _SHAPES = [
-    # https://user:pass@host/: the userinfo
-    r"(?P<userinfo>(?<=://)[^\s/@:'\"<>]+(?::[^\s/@'\"<>]*)?(?=@))",
-    rf"(?P<uuid>\b(?:GPU|MIG)-{_UUID}\b)",
+    # https://user:pass@host/: the userinfo (the match less its "//")
+    r"//(?<=://)[^\s/@:'\"<>]+(?::[^\s/@'\"<>]*)?(?=@)(?P<userinfo>)",
+    rf"(?:G(?<!\wG)PU|M(?<!\wM)IG)-{_UUID}\b(?P<uuid>)",
     # a container id (cgroup paths): a container's hostname is its first 12 digits
-    rf"(?P<container>(?<![0-9A-Fa-f]){_HEX}{{64}}(?![0-9A-Fa-f]))",
-    r"(?P<home>(?<![\w.])/home/)(?P<homeuser>[^/\s\"'<>:;,=\\\0]+)",
-    rf"(?P<guidx>\bguid:\s*0x)(?P<guidxv>{_HEX}{{16}})\b",
+    rf"{_HEX}(?<!{_HEX}{_HEX}){_HEX}{{63}}(?!{_HEX})(?P<container>)",
+    r"/(?<![\w.]/)home/(?P<homeuser>[^/\s\"'<>:;,=\\\0]+)",  # the user only
+    rf"[Gg](?<!\w[Gg])(?i:uid):\s*0[xX](?P<guidxv>{_HEX}{{16}})\b",  # the digits only
     # 6 octets: Ethernet; 8: EUI-64; 20: an IPoIB hardware address (it holds the port GID)
-    rf"(?P<mac>(?<![0-9A-Fa-f:]){_HEX}{{2}}(?::{_HEX}{{2}}){{5}}(?:(?::{_HEX}{{2}}){{14}}"
-    rf"|(?::{_HEX}{{2}}){{2}})?(?![0-9A-Fa-f:]))",
-    rf"(?P<guid>(?<![0-9A-Fa-f:]){_HEX}{{4}}(?::{_HEX}{{4}}){{3}}(?![0-9A-Fa-f:]))",
-    rf"(?P<ipv6>(?<![\w:.])(?:{_HEX}{{0,4}}:){{2,7}}(?:{_HEX}{{1,4}}|(?:\d{{1,3}}\.){{3}}\d{{1,3}})?"
-    r"(?:%[\w.-]+)?(?![\w:]))",
+    rf"{_HEX}(?<![0-9A-Fa-f:]{_HEX}){_HEX}(?::{_HEX}{{2}}){{5}}(?:(?::{_HEX}{{2}}){{14}}"
+    rf"|(?::{_HEX}{{2}}){{2}})?(?![0-9A-Fa-f:])(?P<mac>)",
+    rf"{_HEX}(?<![0-9A-Fa-f:]{_HEX}){_HEX}{{3}}(?::{_HEX}{{4}}){{3}}(?![0-9A-Fa-f:])(?P<guid>)",
+    # (2 to 7 groups of up to 4 digits and a colon, the first one begun by the first class)
+    rf"[0-9A-Fa-f:](?<![\w:.][0-9A-Fa-f:])(?:(?<=:)|{_HEX}{{0,3}}:)(?:{_HEX}{{0,4}}:){{1,6}}"
+    rf"(?:{_HEX}{{1,4}}|(?:\d{{1,3}}\.){{3}}\d{{1,3}})?(?:%[\w.-]+)?(?![\w:])(?P<ipv6>)",
     # Four octets, not part of a version: 9.1.0.70 in "cudnn-9.1.0.70", "==9.1.0.70" or
     # "Version: 9.1.0.70" stays.
-    r"(?P<ipv4>(?<![\w.+~-])(?<![<>=!~]=)(?<!version )(?<!version: )(?<!version=)"
-    r"(?:\d{1,3}\.){3}\d{1,3}(?![\w+]|\.\d|-\d))",
+    r"\d(?<![\w.+~-]\d)(?<![<>=!~]=\d)(?<!(?i:version) \d)(?<!(?i:version): \d)"
+    r"(?<!(?i:version)=\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?![\w+]|\.\d|-\d)(?P<ipv4>)",
     # NAME=value in text (a command line, a unit's Environment=): a secret name loses the
     # value. Upper case only: `key=ps.index` in a script is no variable. The value is looked
     # at, not consumed, so that the rest of the text is read in its own context (no recursion).
-    r"(?P<assign>(?<![\w.-])(?P<aname>(?-i:[A-Z_][A-Z0-9_]*))=)(?=(?P<avalue>[^\s\0\"'&;,]+))",
+    r"[A-Z_](?<![\w.-][A-Z_])[A-Z0-9_]*=(?=(?P<avalue>[^\s\0\"'&;,]+))",
     # an option of any case whose name says secret: password= (CIFS mount options),
-    # rootpassword=, ipmi.pass= (kernel command line); never iommu.passthrough=
-    r"(?P<option>(?<![\w.-])[\w.-]{0,40}?(?:pass(?:word|wd|phrase)?|secret|token"
-    r"|credentials?|api[_-]?key|jwt)(?:[_.-][\w.-]{0,40})?=)(?=(?P<ovalue>[^\s\0\"'&;,]+))",
+    # rootpassword=, ipmi.pass= (kernel command line), client_secret=; never
+    # iommu.passthrough=. The match begins at the word (the value is what is replaced).
+    r"[pPsStTcCaAjJ](?i:(?<=p)ass(?:word|wd|phrase)?|(?<=s)ecret|(?<=t)oken|(?<=c)redentials?"
+    r"|(?<=a)pi[_-]?key|(?<=j)wt)(?:[_.-][\w.-]{0,40})?=(?=(?P<ovalue>[^\s\0\"'&;,]+))",
     # a command-line flag that takes a secret: --password X, --token=X
-    r"(?P<flag>(?<![\w-])--?[\w-]{0,40}?(?:pass(?:word|wd|phrase)?|token|secret|api-?key)"
-    r"(?:=|[ \0]+))(?=(?P<fvalue>[^\s\0\"'-][^\s\0\"']*))",
+    r"-(?<![\w-]-)-?[\w-]{0,40}?(?i:pass(?:word|wd|phrase)?|token|secret|api-?key)"
+    r"(?:=|[ \0]+)(?=(?P<fvalue>[^\s\0\"'-][^\s\0\"']*))",
 ]
+SHAPES = re.compile("|".join(_SHAPES))  # (and the words learnt: Redactor._compiled)
 # Secret shapes, after the field's scanners (gitleaks' rules, detect-secrets' plugins):
 # vendors' key prefixes, JSON web tokens, private key blocks, webhook URLs, and long tokens
-# of high entropy. Each quantifier is bounded or runs over a class its follower is not in,
-# so the scan is linear (tests/test_regex_linear.py).
-SECRET_SHAPES = re.compile(
+# of high entropy. The scan finds tokens of 20 or more key characters (one shape, begun by
+# its class: fast), and the key shapes are looked for inside each token found; webhooks and
+# key blocks are found after their fixed text. Each quantifier is bounded or runs over a
+# class its follower is not in, so both are linear (tests/test_regex_linear.py).
+SECRET_TOKENS = re.compile(
+    r"[A-Za-z0-9+/_.-](?<![A-Za-z0-9+/_.-].)[A-Za-z0-9+/_.-]{19,}={0,2}"
+    r"(?![A-Za-z0-9+/_.=-])(?P<token>)"
+    r"|hooks\.slack\.com/(?P<slack>(?:services|workflows|triggers)/[A-Za-z0-9/_+-]{8,255})"
+    r"|/api/webhooks/(?P<webhook>[0-9]{1,30}/[A-Za-z0-9_-]{1,255})"
+    r"|PRIVATE KEY-----(?P<keyblock>[A-Za-z0-9+/=\s]{1,1000000})"
+)
+KEY_SHAPES = re.compile(
     r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}"
     r"|gl(?:pat|rt|ptt|dt|cbt|soat)-[A-Za-z0-9_-]{20,64}|xox[abposr]-[A-Za-z0-9-]{10,255}"
     r"|(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA)[A-Z0-9]{16}"
@@ -119,11 +141,8 @@ SECRET_SHAPES = re.compile(
     r"|pypi-[A-Za-z0-9_-]{50,255}|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"
     r"|dop_v1_[a-f0-9]{64}|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}|glc_[A-Za-z0-9+/]{32,400}"
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
-    r"|(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_+-]{8,255}"
-    r"|(?<=/api/webhooks/)[0-9]{1,30}/[A-Za-z0-9_-]{1,255}"
-    r"|(?<=PRIVATE KEY-----)[A-Za-z0-9+/=\s]{1,1000000}(?=-----END)"
-    r"|(?P<entropy>(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/_=-]))"
 )
+_PLAIN_WORD = re.compile(r"[A-Za-z][a-z]{2,}")  # a path's folder: "home", "Downloads"
 ENTROPY_MIN_BITS = 4.5  # detect-secrets' limit for base64 strings; a random 40-char key: 4.8
 _HOME = re.compile(r"(?<![\w.])/home/([^/\s\"'<>:;,=\\\0]+)")
 _EXPLICIT = {  # lines that name a serial or a UUID, whatever the tool
@@ -171,6 +190,9 @@ class Redactor:
         # Text derived from the bundle (its reports): four numbers there are an address only
         # when its sources showed them as one ("cuDNN 9.1.0.70" is a version).
         self.known_addresses_only = False
+        self._memo: dict[tuple[str, str], str] = {}  # (shape, text) -> its replacement
+        # time.monotonic() past which the rest of a long text is left out, not redacted
+        self.deadline: float | None = None
 
     # --- the map ---------------------------------------------------------------------
 
@@ -382,17 +404,21 @@ class Redactor:
             self._literal_kinds = self._literals()
             shapes = list(_SHAPES)
             if self._literal_kinds:
+                # first character, then the rest of each word that begins with it (the
+                # shapes' form; longest first, so that an FQDN wins over its host)
                 words = sorted(self._literal_kinds, key=len, reverse=True)
-                alternatives = "|".join(map(re.escape, words))
+                firsts = "".join(sorted({c for w in words for c in (w[0].lower(), w[0].upper())}))
+                rests = "|".join(f"(?<={re.escape(w[0])}){re.escape(w[1:])}" for w in words)
                 shapes.append(
-                    rf"(?P<literal>(?<![{_WORD_EDGE}])(?:{alternatives})(?![{_WORD_EDGE}]))"
+                    rf"[{re.escape(firsts)}](?<![{_WORD_EDGE}].)(?i:{rests})"
+                    rf"(?![{_WORD_EDGE}])(?P<literal>)"
                 )
-            self._pattern = re.compile("|".join(shapes), re.I)
+            self._pattern = re.compile("|".join(shapes)) if self._literal_kinds else SHAPES
         return self._pattern
 
     def text(self, text: str) -> str:
         """`text` with every value this redactor recognises replaced by its pseudonym."""
-        text = SECRET_SHAPES.sub(self._secret_shape, text)
+        text = SECRET_TOKENS.sub(self._secret_shape, text)
         out, done = [], 0
         for m in self._compiled().finditer(text):
             if m.start() < done:
@@ -404,36 +430,49 @@ class Redactor:
         return "".join(out)
 
     def _secret_shape(self, m: re.Match[str]) -> str:
+        group = m.lastgroup
         found = m.group()
-        if m.lastgroup == "entropy" and not _random_token(found):
-            return found
-        return self.secret(found)
+        if group != "token":  # a webhook's path, a key block's body
+            return found[: m.start(group) - m.start()] + self.secret(m.group(group))
+        keyed = KEY_SHAPES.sub(lambda k: self.secret(k.group()), found)
+        if keyed != found:
+            return keyed
+        # dots part words, versions and domains (base64 has none); a piece with a plain
+        # word for a folder is a path
+        return ".".join(self.secret(piece) if _random_token(piece) else piece
+                        for piece in found.split("."))  # fmt: skip
 
     def _replace(self, m: re.Match[str]) -> tuple[str, int]:
         """(what replaces the match, where the text goes on)"""
         group = m.lastgroup
         found = m.group()
         if group in ("avalue", "ovalue", "fvalue"):  # NAME=, looking at its value
-            name = m.group("aname") if group == "avalue" else "pass"
-            if group == "avalue" and not secret_name(name):
+            if group == "avalue" and not secret_name(found[:-1]):
                 return found, m.end()  # the value is read on, in its context
             return found + self.secret(m.group(group)), m.end(group)
+        key = (group, found)
+        new = None if self.known_addresses_only else self._memo.get(key)
+        if new is None:
+            new = self._pseudonym_of(group, found, m)
+            if new != found:
+                self.shown.setdefault(new, found)
+            if not self.known_addresses_only:
+                self._memo[key] = new
+        return new, m.end()
+
+    def _pseudonym_of(self, group: str, found: str, m: re.Match[str]) -> str:
         if group == "literal":
             kind, value = self._literal_kinds[found.lower()]
-            new = getattr(self, kind)(value)
-        elif group == "homeuser":
-            new = m.group("home") + self.user(m.group("homeuser"))
-        elif group == "guidxv":
-            new = m.group("guidx") + self.guid(m.group("guidxv"))
-        elif group == "userinfo":
-            new = self._named("userinfo", found, "cred-%04d")
-        elif group in ("ipv4", "ipv6") and self.known_addresses_only:
-            new = self._known_address(group, found)
-        else:
-            new = getattr(self, group)(found)
-        if new != found:
-            self.shown.setdefault(new, found)
-        return new, m.end()
+            return getattr(self, kind)(value)
+        if group in ("homeuser", "guidxv"):  # the value after its label
+            cut = m.start(group) - m.start()
+            handler = self.user if group == "homeuser" else self.guid
+            return found[:cut] + handler(found[cut:])
+        if group == "userinfo":
+            return "//" + self._named("userinfo", found[2:], "cred-%04d")
+        if group in ("ipv4", "ipv6") and self.known_addresses_only:
+            return self._known_address(group, found)
+        return getattr(self, group)(found)
 
     def _known_address(self, group: str, text: str) -> str:
         """The pseudonym of an address already met as one, else `text` (a version)."""
@@ -502,7 +541,20 @@ class Redactor:
             text = text.replace(stripped, self.host(stripped))
         elif name == "etc/passwd":
             text = "\n".join(self._passwd_line(line) for line in text.split("\n"))
-        return self.text(text).encode("utf-8", "surrogateescape")
+        return self.long_text(text).encode("utf-8", "surrogateescape")
+
+    def long_text(self, text: str) -> str:
+        """`text` redacted a chunk of lines at a time; what is left at the deadline is left
+        out with a line that says so: never sent unredacted, never past the deadline."""
+        out, start = [], 0
+        while start < len(text):
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                out.append(LEFT_OUT % (len(text) - start))
+                break
+            end = text.find("\n", start + CHUNK_CHARS) + 1 or len(text)
+            out.append(self.text(text[start:end]))
+            start = end
+        return "".join(out)
 
     def _passwd_line(self, line: str) -> str:
         fields = line.split(":")
@@ -511,9 +563,15 @@ class Redactor:
         return ":".join(fields)
 
 
+@functools.lru_cache(maxsize=4096)  # a log repeats its tokens
 def _random_token(token: str) -> bool:
-    """A token with upper and lower case letters and digits, as random as a key is."""
-    if not (re.search("[a-z]", token) and re.search("[A-Z]", token) and re.search("[0-9]", token)):
+    """A token of 20 or more characters with upper and lower case letters and digits, as
+    random as a key is, and no plain word for a folder."""
+    if len(token) < 20 or not (
+        re.search("[a-z]", token) and re.search("[A-Z]", token) and re.search("[0-9]", token)
+    ):
+        return False
+    if any(_PLAIN_WORD.fullmatch(part) for part in token.split("/")):
         return False
     counts = collections.Counter(token)
     bits = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
@@ -529,17 +587,16 @@ def _v6_text(original: str, new: ipaddress.IPv6Address, compressed: str) -> str:
     return new.exploded if "::" not in original and len(original) == 39 else compressed
 
 
+_SHARED, _UNIQUE_LOCAL = ipaddress.IPv4Network("100.64.0.0/10"), ipaddress.IPv6Network("fc00::/7")
 _V4_POOLS = (
     ("ipv4-link-local", ipaddress.IPv4Address("169.254.0.0"), lambda a: a.is_link_local),
-    ("ipv4-shared", ipaddress.IPv4Address("100.64.0.0"),
-     lambda a: a in ipaddress.IPv4Network("100.64.0.0/10")),
+    ("ipv4-shared", ipaddress.IPv4Address("100.64.0.0"), _SHARED.__contains__),
     ("ipv4-private", ipaddress.IPv4Address("10.255.0.0"), lambda a: a.is_private),
     ("ipv4-global", ipaddress.IPv4Address("11.0.0.0"), lambda a: True),
 )  # fmt: skip
 _V6_POOLS = (
     ("ipv6-link-local", ipaddress.IPv6Address("fe80::"), lambda a: a.is_link_local),
-    ("ipv6-unique-local", ipaddress.IPv6Address("fd00::"),
-     lambda a: a in ipaddress.IPv6Network("fc00::/7")),
+    ("ipv6-unique-local", ipaddress.IPv6Address("fd00::"), _UNIQUE_LOCAL.__contains__),
     ("ipv6-site-local", ipaddress.IPv6Address("fec0::"), lambda a: a.is_site_local),
     ("ipv6-global", ipaddress.IPv6Address("2000::"), lambda a: True),
 )  # fmt: skip
@@ -588,7 +645,10 @@ def _discover(contents: dict[str, bytes], names: list[str], redactor: Redactor) 
             redactor.learn("uuid", read(rel))
         if rel.endswith((".json", "stdout")) or not rel.startswith(f"{FILES}/"):
             text = read(rel)
+            lower = text.lower()
             for kind, pattern in _EXPLICIT.items():
+                if kind not in lower:
+                    continue  # a 15 MB kernel log names no serial: not scanned for one
                 for m in pattern.finditer(text):
                     redactor.learn(kind, m.group(1) or m.group(2))
             if rel.endswith(".json"):
@@ -659,12 +719,14 @@ def _command_folders(root: str, redactor: Redactor) -> dict[str, str]:
     return found
 
 
-def redact_bundle(bundle_dir: str, redactor: Redactor) -> None:
+def redact_bundle(bundle_dir: str, redactor: Redactor, deadline: float | None = None) -> None:
     """Rewrite the bundle directory in place: every member's bytes and name redacted, and
     the manifest's sha256 entries recomputed. The redacted tree is built beside the bundle
     and swapped in at the end, so an interrupted run leaves the original whole.
 
+    Past `deadline` (time.monotonic()), what is left of a long text is left out (LEFT_OUT).
     Save `redactor` (its map) somewhere outside the bundle afterwards."""
+    redactor.deadline = deadline
     root = os.path.abspath(bundle_dir)
     # The reports are derived from the other members: redacted last, with what those taught.
     entries = sorted(_walk(root), key=lambda entry: entry[0] in DERIVED)

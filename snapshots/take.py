@@ -31,6 +31,9 @@ EXTRAS: tuple[tuple[str, ...], ...] = (
 )
 
 
+PACK_RESERVE_S = 1.5
+
+
 class Progress:
     """One line on a terminal's stderr, rewritten in place; nothing when not a TTY."""
 
@@ -101,11 +104,13 @@ def write_snapshot(
     archive: bool,
     redactor=None,
     map_path: str = "",
+    deadline: float | None = None,
 ) -> str:
     """The bundle at `dest` (which must not exist): a `.tar.gz` or, `archive=False`, a
     directory. Built in a private folder beside `dest` and moved there whole at the end:
     an interrupted snapshot leaves nothing at `dest`. With a `redactor`, its map (the
-    pseudonyms so far) is saved at `map_path` once the bundle is written."""
+    pseudonyms so far) is saved at `map_path` once the bundle is written. Redaction ends
+    by `deadline` (time.monotonic()): what it could not reach of a long text is left out."""
     from dldoctor.snapshots.archive import write_archive
     from dldoctor.snapshots.bundle import work_beside
 
@@ -120,7 +125,9 @@ def write_snapshot(
         if redactor is not None:
             from dldoctor.snapshots.redact import redact_bundle
 
-            redact_bundle(bundle, redactor)
+            # the run's deadline, less the time packing takes (about 1 s for 15 MB of log)
+            until = None if deadline is None else deadline - PACK_RESERVE_S
+            redact_bundle(bundle, redactor, until)
         if archive:
             write_archive(bundle, dest)
         else:
