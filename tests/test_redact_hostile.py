@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 import tarfile
+import time
 
 import pytest
 
-from dldoctor.snapshots.redact import Redactor
+from dldoctor.snapshots.redact import CHUNK_CHARS, LEFT_OUT, Redactor, redact_bundle
+from tests.bundlebuilder import BundleBuilder
 from tests.conftest import HOSTS, run_dldoctor
 
 HOST = HOSTS / "ubuntu2204-healthy"
@@ -65,3 +67,23 @@ def test_assignments_nested_in_assignments_do_not_recurse():
     text = "A=" * 20_000 + "x PASSWORD=A=hunter2"
     redacted = Redactor().text(text)
     assert redacted.startswith("A=A=A=") and "hunter2" not in redacted
+
+
+def test_past_its_deadline_redaction_leaves_the_rest_of_a_long_log_out(tmp_path):
+    root = tmp_path / "long"
+    shutil.copytree(HOST, root, symlinks=True)
+    line = "2026-11-29T08:00:10 node kernel: job token ghp_R7pQ2xZ9kL4mN8vB3cF6hJ1tY5wE0aSdGuIo\n"
+    log = line * (2 * CHUNK_CHARS // len(line) + 10)  # three chunks
+    argv = ["journalctl", "-k", "-b", "--no-pager", "-o", "short-iso-precise"]
+    BundleBuilder(root).command(argv, log)
+    stdout = root / "commands" / "_".join(argv) / "stdout"
+    hostname = (root / "files/proc/sys/kernel/hostname").read_text().strip()
+    redact_bundle(str(root), Redactor(), deadline=time.monotonic())  # already past it
+    assert stdout.read_text() == LEFT_OUT % len(log)  # nothing of it, and it says so
+    assert hostname not in (root / "files/proc/sys/kernel/hostname").read_text()  # the rest: redacted
+    whole = tmp_path / "whole"
+    shutil.copytree(HOST, whole, symlinks=True)
+    BundleBuilder(whole).command(argv, log)
+    redact_bundle(str(whole), Redactor())  # no deadline: every chunk
+    text = (whole / "commands" / "_".join(argv) / "stdout").read_text()
+    assert text.count("\n") == log.count("\n") and "ghp_" not in text and "secret-0001" in text
