@@ -61,6 +61,23 @@ PLAIN = {  # secrets no shape gives away: only their place does
 }
 
 
+def _shifted(value: str) -> str:
+    """Another key of the same shape: its last 8 letters and digits moved on by one, each in
+    its class (a-z, A-Z, 0-9)."""
+    out = list(value)
+    for i in range(len(out) - 8, len(out)):
+        c = out[i]
+        for first, size in (("a", 26), ("A", 26), ("0", 10)):
+            if first <= c < chr(ord(first) + size):
+                out[i] = chr(ord(first) + (ord(c) - ord(first) + 1) % size)
+    return "".join(out)
+
+
+# a second key of each shape, in values of names a bundle keeps (CUDA_*: scanned, not
+# dropped) and in the kernel command line's options
+VARIANTS = {f"{k}_2": _shifted(v) for k, v in TOKENS.items() if k != "private_key"}
+
+
 def planted_bundle(root):
     t, p = TOKENS, PLAIN
     shutil.copytree(HOSTS / "hgx-h100x8-healthy", root, symlinks=True)
@@ -78,10 +95,13 @@ def planted_bundle(root):
         "PATH": "/usr/local/cuda/bin:/usr/bin:/bin", "NCCL_SOCKET_IFNAME": "eth9",
         "CUDA_HOME": "/usr/local/cuda",
     }  # fmt: skip
+    variants = sorted(VARIANTS.items())
+    env.update((f"CUDA_PLANTED_{i}", v) for i, (_, v) in enumerate(variants[::2]))
     b.file("/proc/self/environ", "".join(f"{k}={v}\0" for k, v in env.items()))
+    options = " ".join(f"mod.opt{i}={v}" for i, (_, v) in enumerate(variants[1::2]))
     cmdline = (HOSTS / "hgx-h100x8-healthy/files/proc/cmdline").read_text().strip()
     b.file("/proc/cmdline", f"{cmdline} rootpassword={p['rootpw']} ipmi.pass={p['ipmi']} "
-                            f"token={t['aws_id2']}\n")  # fmt: skip
+                            f"token={t['aws_id2']} {options}\n")  # fmt: skip
     mounts = (HOSTS / "hgx-h100x8-healthy/files/proc/self/mountinfo").read_text()
     mounts += (
         f"900 30 0:90 / /mnt/share rw,relatime - cifs //fs/share rw,vers=3.0,username=svc,"
@@ -107,7 +127,7 @@ def planted_bundle(root):
 
 
 def planted() -> list[str]:
-    values = list(TOKENS.values()) + list(PLAIN.values())
+    values = list(TOKENS.values()) + list(VARIANTS.values()) + list(PLAIN.values())
     values += ["corp-internal.example"]
     return values
 
@@ -115,8 +135,8 @@ def planted() -> list[str]:
 def test_no_planted_secret_reaches_the_archive(tmp_path):
     source = planted_bundle(tmp_path / "source")
     found = "\n".join(p.read_text("latin-1") for p in source.rglob("*") if p.is_file())
-    assert len(planted()) >= 30 and all(v in found for v in planted())  # the plant took
-    # 18 shapes and 14 plain secrets, planted 48 times over 4 sources, + the domain
+    # 18 shapes, 17 more of the same shapes, 14 plain secrets and a domain, over 4 sources
+    assert len(set(planted())) >= 50 and all(v in found for v in planted())  # the plant took
     archive = tmp_path / "out.tar.gz"
     proc = run_dldoctor("snapshot", "--from", str(source), "-o", str(archive),
                         "--redact-map", str(tmp_path / "map.json"))  # fmt: skip
