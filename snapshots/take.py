@@ -125,7 +125,7 @@ def write_snapshot(
         if redactor is not None:
             from dldoctor.snapshots.redact import redact_bundle
 
-            # the run's deadline, less the time packing takes (gzip -9: 2-4 s for 15 MB of log on a busy machine)
+            # the run's deadline, less what packing takes (gzip -9: 2-4 s for 15 MB of log)
             until = None if deadline is None else deadline - PACK_RESERVE_S
             redact_bundle(bundle, redactor, until)
         if archive:
