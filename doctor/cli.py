@@ -151,7 +151,7 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
             "-o",
             "--output",
             metavar="PATH",
-            help="where to write the bundle (default: dldoctor-<host>-<UTC time>.tar.gz here)",
+            help="where to write the bundle (default: dldoctor-snapshot-<UTC time>.tar.gz here)",
         )
         g.add_argument("--dir", action="store_true", help="write a directory, not a .tar.gz")
         g.add_argument(
@@ -591,7 +591,7 @@ def _write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitC
         log.warning("%d forensic extra(s) still running at the deadline: not in the bundle", late)
     progress.say("writing the bundle")
     redactor, map_path = _redactor(args)
-    dest = args.output or take.default_dest(report, archive=not args.dir, redactor=redactor)
+    dest = args.output or take.default_dest(archive=not args.dir)
     try:
         path = take.write_snapshot(
             recorder,
@@ -601,6 +601,7 @@ def _write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitC
             archive=not args.dir,
             redactor=redactor,
             map_path=map_path,
+            deadline=deadline_at,
         )
     except (BundleError, OSError) as exc:
         raise OutputError(f"cannot write the snapshot: {exc}") from None
@@ -653,7 +654,7 @@ def _write_outputs(args: argparse.Namespace, report) -> ExitCode:
     for name, f in FORMATS.items():
         path = getattr(args, f"file_{name}", None) if f.file_flag else None
         if path:
-            attempt(lambda: _write_file(path, f.render(report)))
+            attempt(lambda path=path, f=f: _write_file(path, f.render(report)))
     if args.output:
         attempt(lambda: _write_file(args.output, fmt.render(report)))
     elif fmt.name == "json":

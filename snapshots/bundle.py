@@ -378,7 +378,7 @@ class BundleReader:
             return None
         try:
             fd = os.open(self.inside(rel), os.O_RDONLY | os.O_NONBLOCK)
-        except OSError:
+        except (OSError, UnicodeEncodeError):  # "\ud800" names no file: it differs
             return None
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -11,25 +11,36 @@ docs/bundle-format.md ("Redaction") lists what is redacted and what is kept.
 from __future__ import annotations
 
 import base64
+import collections
+import functools
 import ipaddress
 import json
+import math
 import os
 import re
 import shutil
 import stat
 import tempfile
+import time
 from typing import Any
 
 from dldoctor.snapshots.bundle import (
     COMMANDS,
     FILES,
     MANIFEST,
+    REPORT,
     _json_bytes,
     command_folders,
     file_digests,
 )
 
 MAP_FORMAT = "dldoctor-redaction-map"
+# A long text (a kernel log) is redacted this many characters at a time, the deadline
+# looked at in between: about a fifth of a second of work on a loaded machine.
+CHUNK_CHARS = 1 << 18
+LEFT_OUT = "[dldoctor: %d more characters not redacted by the deadline: left out]\n"
+# The members written from the others (snapshots/take.py): a report, never a source.
+DERIVED = frozenset({REPORT, "report.md", "report.html"})
 MAP_VERSION = 1
 
 # Where a host's own names are written; each file holds just the name.
@@ -54,36 +65,85 @@ PLACEHOLDERS = frozenset(
     )
 )  # fmt: skip
 _SECRET_PARTS = frozenset("KEY KEYS AUTH SESSION PASS PASSPHRASE PAT PW".split())
+# A lower-case option (`password=` in mount options, `ipmi.pass=` on the kernel command line)
+# is a secret by these parts only: `key=ps.index` in a script is no secret. ($PWD is a folder.)
+_OPTION_PARTS = frozenset("PASS PASSPHRASE PW".split())
 _SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "COOKIE", "APIKEY",
-                 "PRIVATE")  # fmt: skip
+                 "PRIVATE", "JWT", "WEBHOOK")  # fmt: skip
 _USER_VARS = ("USER", "LOGNAME", "USERNAME", "SUDO_USER")
+# The environment keeps the values of what a check reads (grep doctor/facts and checks for
+# `environ`: PATH, CUDA_HOME, CUDA_PATH, NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX,
+# PID 1's `container`) and of what support reads beside them; any other variable keeps its
+# name only (SSHPASS, DATABASE_URL, MYVAR=ghp_…: a value's name does not say it is harmless).
+ENV_KEPT = frozenset("PATH LD_LIBRARY_PATH LD_PRELOAD PYTHONPATH VIRTUAL_ENV container".split())
+ENV_KEPT_PREFIXES = ("CUDA_", "NCCL_", "CONDA_")
 
 _HEX = "[0-9A-Fa-f]"
 _UUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 # One pass over the text with every shape at once: a pseudonym is never redacted again,
-# and the first shape that matches at a place wins (a MAC is not read as an IPv6).
+# and the first shape that matches at a place wins (a MAC is not read as an IPv6). Each
+# shape starts with the character class of its first character and looks behind only
+# after it: the regex engine then skips a shape at a place in one step, which makes the
+# pass several times faster than shapes that open with a look-behind. The empty group that
+# ends a shape names it (`lastgroup`); the whole match is what is replaced, unless said.
 _SHAPES = [
-    # https://user:pass@host/: the userinfo
-    r"(?P<userinfo>(?<=://)[^\s/@:'\"<>]+(?::[^\s/@'\"<>]*)?(?=@))",
-    rf"(?P<uuid>\b(?:GPU|MIG)-{_UUID}\b)",
+    # https://user:pass@host/: the userinfo (the match less its "//")
+    r"//(?<=://)[^\s/@:'\"<>]+(?::[^\s/@'\"<>]*)?(?=@)(?P<userinfo>)",
+    rf"(?:G(?<!\wG)PU|M(?<!\wM)IG)-{_UUID}\b(?P<uuid>)",
     # a container id (cgroup paths): a container's hostname is its first 12 digits
-    rf"(?P<container>(?<![0-9A-Fa-f]){_HEX}{{64}}(?![0-9A-Fa-f]))",
-    r"(?P<home>(?<![\w.])/home/)(?P<homeuser>[^/\s\"'<>:;,=\\\0]+)",
-    rf"(?P<guidx>\bguid:\s*0x)(?P<guidxv>{_HEX}{{16}})\b",
+    rf"{_HEX}(?<!{_HEX}{_HEX}){_HEX}{{63}}(?!{_HEX})(?P<container>)",
+    r"/(?<![\w.]/)home/(?P<homeuser>[^/\s\"'<>:;,=\\\0]+)",  # the user only
+    rf"[Gg](?<!\w[Gg])(?i:uid):\s*0[xX](?P<guidxv>{_HEX}{{16}})\b",  # the digits only
     # 6 octets: Ethernet; 8: EUI-64; 20: an IPoIB hardware address (it holds the port GID)
-    rf"(?P<mac>(?<![0-9A-Fa-f:]){_HEX}{{2}}(?::{_HEX}{{2}}){{5}}(?:(?::{_HEX}{{2}}){{14}}"
-    rf"|(?::{_HEX}{{2}}){{2}})?(?![0-9A-Fa-f:]))",
-    rf"(?P<guid>(?<![0-9A-Fa-f:]){_HEX}{{4}}(?::{_HEX}{{4}}){{3}}(?![0-9A-Fa-f:]))",
-    rf"(?P<ipv6>(?<![\w:.])(?:{_HEX}{{0,4}}:){{2,7}}(?:{_HEX}{{1,4}}|(?:\d{{1,3}}\.){{3}}\d{{1,3}})?"
-    r"(?:%[\w.-]+)?(?![\w:]))",
+    rf"{_HEX}(?<![0-9A-Fa-f:]{_HEX}){_HEX}(?::{_HEX}{{2}}){{5}}(?:(?::{_HEX}{{2}}){{14}}"
+    rf"|(?::{_HEX}{{2}}){{2}})?(?![0-9A-Fa-f:])(?P<mac>)",
+    rf"{_HEX}(?<![0-9A-Fa-f:]{_HEX}){_HEX}{{3}}(?::{_HEX}{{4}}){{3}}(?![0-9A-Fa-f:])(?P<guid>)",
+    # (2 to 7 groups of up to 4 digits and a colon, the first one begun by the first class)
+    rf"[0-9A-Fa-f:](?<![\w:.][0-9A-Fa-f:])(?:(?<=:)|{_HEX}{{0,3}}:)(?:{_HEX}{{0,4}}:){{1,6}}"
+    rf"(?:{_HEX}{{1,4}}|(?:\d{{1,3}}\.){{3}}\d{{1,3}})?(?:%[\w.-]+)?(?![\w:])(?P<ipv6>)",
     # Four octets, not part of a version: 9.1.0.70 in "cudnn-9.1.0.70", "==9.1.0.70" or
     # "Version: 9.1.0.70" stays.
-    r"(?P<ipv4>(?<![\w.+~-])(?<![<>=!~]=)(?<!version )(?<!version: )(?<!version=)"
-    r"(?:\d{1,3}\.){3}\d{1,3}(?![\w+]|\.\d|-\d))",
-    # NAME=value in text (a command line, a unit's Environment=): secret names lose the
-    # value. Upper case only: `key=ps.index` in a script is no variable.
-    r"(?P<assign>(?<![\w.-])(?P<aname>(?-i:[A-Z_][A-Z0-9_]*))=)(?P<avalue>[^\s\0\"'&;,]+)",
+    r"\d(?<![\w.+~-]\d)(?<![<>=!~]=\d)(?<!(?i:version) \d)(?<!(?i:version): \d)"
+    r"(?<!(?i:version)=\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?![\w+]|\.\d|-\d)(?P<ipv4>)",
+    # NAME=value in text (a command line, a unit's Environment=): a secret name loses the
+    # value. Upper case only: `key=ps.index` in a script is no variable. The value is looked
+    # at, not consumed, so that the rest of the text is read in its own context (no recursion).
+    r"[A-Z_](?<![\w.-][A-Z_])[A-Z0-9_]*=(?=(?P<avalue>[^\s\0\"'&;,]+))",
+    # an option of any case whose name says secret: password= (CIFS mount options),
+    # rootpassword=, ipmi.pass= (kernel command line), client_secret=; never
+    # iommu.passthrough=. The match begins at the word (the value is what is replaced).
+    r"[pPsStTcCaAjJ](?i:(?<=p)ass(?:word|wd|phrase)?|(?<=s)ecret|(?<=t)oken|(?<=c)redentials?"
+    r"|(?<=a)pi[_-]?key|(?<=j)wt)(?:[_.-][\w.-]{0,40})?=(?=(?P<ovalue>[^\s\0\"'&;,]+))",
+    # a command-line flag that takes a secret: --password X, --token=X
+    r"-(?<![\w-]-)-?[\w-]{0,40}?(?i:pass(?:word|wd|phrase)?|token|secret|api-?key)"
+    r"(?:=|[ \0]+)(?=(?P<fvalue>[^\s\0\"'-][^\s\0\"']*))",
 ]
+SHAPES = re.compile("|".join(_SHAPES))  # (and the words learnt: Redactor._compiled)
+# Secret shapes, after the field's scanners (gitleaks' rules, detect-secrets' plugins):
+# vendors' key prefixes, JSON web tokens, private key blocks, webhook URLs, and long tokens
+# of high entropy. The scan finds tokens of 20 or more key characters (one shape, begun by
+# its class: fast), and the key shapes are looked for inside each token found; webhooks and
+# key blocks are found after their fixed text. Each quantifier is bounded or runs over a
+# class its follower is not in, so both are linear (tests/test_regex_linear.py).
+SECRET_TOKENS = re.compile(
+    r"[A-Za-z0-9+/_.-](?<![A-Za-z0-9+/_.-].)[A-Za-z0-9+/_.-]{19,}={0,2}"
+    r"(?![A-Za-z0-9+/_.=-])(?P<token>)"
+    r"|hooks\.slack\.com/(?P<slack>(?:services|workflows|triggers)/[A-Za-z0-9/_+-]{8,255})"
+    r"|/api/webhooks/(?P<webhook>[0-9]{1,30}/[A-Za-z0-9_-]{1,255})"
+    r"|PRIVATE KEY-----(?P<keyblock>[A-Za-z0-9+/=\s]{1,1000000})"
+)
+KEY_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}"
+    r"|gl(?:pat|rt|ptt|dt|cbt|soat)-[A-Za-z0-9_-]{20,64}|xox[abposr]-[A-Za-z0-9-]{10,255}"
+    r"|(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA)[A-Z0-9]{16}"
+    r"|AIza[A-Za-z0-9_-]{35}|[rsp]k_(?:live|test)_[A-Za-z0-9]{16,255}"
+    r"|sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,255}|hf_[A-Za-z0-9]{30,64}|npm_[A-Za-z0-9]{36}"
+    r"|pypi-[A-Za-z0-9_-]{50,255}|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"
+    r"|dop_v1_[a-f0-9]{64}|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}|glc_[A-Za-z0-9+/]{32,400}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
+)
+_PLAIN_WORD = re.compile(r"[A-Za-z][a-z]{2,}")  # a path's folder: "home", "Downloads"
+ENTROPY_MIN_BITS = 4.5  # detect-secrets' limit for base64 strings; a random 40-char key: 4.8
 _HOME = re.compile(r"(?<![\w.])/home/([^/\s\"'<>:;,=\\\0]+)")
 _EXPLICIT = {  # lines that name a serial or a UUID, whatever the tool
     "serial": re.compile(
@@ -99,11 +159,18 @@ _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 
 def secret_name(name: str) -> bool:
-    """An environment variable whose value must not leave the host (HF_TOKEN, AWS_SECRET_…)."""
+    """A variable or option whose value must not leave the host (HF_TOKEN, AWS_SECRET_…,
+    SSHPASS, CI_JOB_JWT, SLACK_WEBHOOK_URL, password=, ipmi.pass=)."""
     upper = name.upper()
-    if any(word in upper for word in _SECRET_WORDS):
+    if any(word in upper for word in _SECRET_WORDS) or upper.endswith("PASS"):
         return True
-    return any(part in _SECRET_PARTS for part in upper.split("_"))
+    parts = _SECRET_PARTS if name == upper else _OPTION_PARTS
+    return any(part in parts for part in re.split(r"[_.-]", upper))
+
+
+def env_kept(name: str) -> bool:
+    """A variable whose value a bundle keeps (docs/bundle-format.md, "The environment")."""
+    return name in ENV_KEPT or name.startswith(ENV_KEPT_PREFIXES)
 
 
 def _is_placeholder(value: str) -> bool:
@@ -120,6 +187,12 @@ class Redactor:
         self._taken: dict[str, set[str]] = {}  # kind -> its pseudonyms (left as they are)
         self.shown: dict[str, str] = {}  # pseudonym as written -> the text it replaced
         self._pattern: re.Pattern[str] | None = None
+        # Text derived from the bundle (its reports): four numbers there are an address only
+        # when its sources showed them as one ("cuDNN 9.1.0.70" is a version).
+        self.known_addresses_only = False
+        self._memo: dict[tuple[str, str], str] = {}  # (shape, text) -> its replacement
+        # time.monotonic() past which the rest of a long text is left out, not redacted
+        self.deadline: float | None = None
 
     # --- the map ---------------------------------------------------------------------
 
@@ -133,7 +206,14 @@ class Redactor:
             data = json.load(f)
         if not isinstance(data, dict) or data.get("format") != MAP_FORMAT:
             raise ValueError(f"{path} is not a {MAP_FORMAT} file")
-        for kind, table in data.get("kinds", {}).items():
+        kinds = data.get("kinds", {})
+        if not isinstance(kinds, dict) or not all(
+            isinstance(table, dict)
+            and all(isinstance(v, str) and isinstance(p, str) for v, p in table.items())
+            for table in kinds.values()
+        ):
+            raise ValueError(f"{path}: 'kinds' must map each kind to {{value: pseudonym}} strings")
+        for kind, table in kinds.items():
             for value, pseudonym in table.items():
                 redactor.kinds.setdefault(kind, {})[value] = pseudonym
                 redactor._taken.setdefault(kind, set()).add(pseudonym)
@@ -181,6 +261,17 @@ class Redactor:
         if kind in _LITERAL_KINDS:
             self._pattern = None  # a new word to look for
         return new
+
+    def file_name(self, text: str) -> str:
+        """`text` redacted, and every host name known replaced inside a file name too, where
+        `-` and `_` join it to other words (sosreport-<host>-2026-12-01-abcdef.tar.xz)."""
+        text = self.text(text)
+        hosts = [h for h in self.kinds.get("host", {}) if h not in self._taken.get("host", ())]
+        if not hosts:
+            return text
+        words = "|".join(map(re.escape, sorted(hosts, key=len, reverse=True)))
+        pattern = re.compile(rf"(?<![A-Za-z0-9])(?:{words})(?![A-Za-z0-9])", re.I)
+        return pattern.sub(lambda m: self.host(m.group()), text)
 
     def _named(self, kind: str, value: str, fmt: str) -> str:
         new = self.pseudonym(kind, value, lambda n: fmt % n)
@@ -313,51 +404,102 @@ class Redactor:
             self._literal_kinds = self._literals()
             shapes = list(_SHAPES)
             if self._literal_kinds:
+                # first character, then the rest of each word that begins with it (the
+                # shapes' form; longest first, so that an FQDN wins over its host)
                 words = sorted(self._literal_kinds, key=len, reverse=True)
-                alternatives = "|".join(map(re.escape, words))
+                firsts = "".join(sorted({c for w in words for c in (w[0].lower(), w[0].upper())}))
+                rests = "|".join(f"(?<={re.escape(w[0])}){re.escape(w[1:])}" for w in words)
                 shapes.append(
-                    rf"(?P<literal>(?<![{_WORD_EDGE}])(?:{alternatives})(?![{_WORD_EDGE}]))"
+                    rf"[{re.escape(firsts)}](?<![{_WORD_EDGE}].)(?i:{rests})"
+                    rf"(?![{_WORD_EDGE}])(?P<literal>)"
                 )
-            self._pattern = re.compile("|".join(shapes), re.I)
+            self._pattern = re.compile("|".join(shapes)) if self._literal_kinds else SHAPES
         return self._pattern
 
     def text(self, text: str) -> str:
         """`text` with every value this redactor recognises replaced by its pseudonym."""
-        return self._compiled().sub(self._replace, text)
+        text = SECRET_TOKENS.sub(self._secret_shape, text)
+        out, done = [], 0
+        for m in self._compiled().finditer(text):
+            if m.start() < done:
+                continue  # inside a secret value already replaced
+            out.append(text[done : m.start()])
+            new, done = self._replace(m)
+            out.append(new)
+        out.append(text[done:])
+        return "".join(out)
 
-    def _replace(self, m: re.Match[str]) -> str:
+    def _secret_shape(self, m: re.Match[str]) -> str:
         group = m.lastgroup
         found = m.group()
+        if group != "token":  # a webhook's path, a key block's body
+            return found[: m.start(group) - m.start()] + self.secret(m.group(group))
+        keyed = KEY_SHAPES.sub(lambda k: self.secret(k.group()), found)
+        if keyed != found:
+            return keyed
+        # dots part words, versions and domains (base64 has none); a piece with a plain
+        # word for a folder is a path
+        return ".".join(self.secret(piece) if _random_token(piece) else piece
+                        for piece in found.split("."))  # fmt: skip
+
+    def _replace(self, m: re.Match[str]) -> tuple[str, int]:
+        """(what replaces the match, where the text goes on)"""
+        group = m.lastgroup
+        found = m.group()
+        if group in ("avalue", "ovalue", "fvalue"):  # NAME=, looking at its value
+            if group == "avalue" and not secret_name(found[:-1]):
+                return found, m.end()  # the value is read on, in its context
+            return found + self.secret(m.group(group)), m.end(group)
+        key = (group, found)
+        new = None if self.known_addresses_only else self._memo.get(key)
+        if new is None:
+            new = self._pseudonym_of(group, found, m)
+            if new != found:
+                self.shown.setdefault(new, found)
+            if not self.known_addresses_only:
+                self._memo[key] = new
+        return new, m.end()
+
+    def _pseudonym_of(self, group: str, found: str, m: re.Match[str]) -> str:
         if group == "literal":
             kind, value = self._literal_kinds[found.lower()]
-            new = getattr(self, kind)(value)
-        elif group == "homeuser":
-            new = m.group("home") + self.user(m.group("homeuser"))
-        elif group == "guidxv":
-            new = m.group("guidx") + self.guid(m.group("guidxv"))
-        elif group == "avalue":
-            name, value = m.group("aname"), m.group("avalue")
-            new = m.group("assign") + (
-                self.secret(value) if secret_name(name) else self.text(value)
-            )
-        elif group == "userinfo":
-            new = self._named("userinfo", found, "cred-%04d")
-        else:
-            new = getattr(self, group)(found)
-        if new != found and group != "avalue":  # NAME=value: its parts are recorded
-            self.shown.setdefault(new, found)
-        return new
+            return getattr(self, kind)(value)
+        if group in ("homeuser", "guidxv"):  # the value after its label
+            cut = m.start(group) - m.start()
+            handler = self.user if group == "homeuser" else self.guid
+            return found[:cut] + handler(found[cut:])
+        if group == "userinfo":
+            return "//" + self._named("userinfo", found[2:], "cred-%04d")
+        if group in ("ipv4", "ipv6") and self.known_addresses_only:
+            return self._known_address(group, found)
+        return getattr(self, group)(found)
+
+    def _known_address(self, group: str, text: str) -> str:
+        """The pseudonym of an address already met as one, else `text` (a version)."""
+        key = text
+        if group == "ipv6":
+            try:
+                key = ipaddress.IPv6Address(text.partition("%")[0]).exploded
+            except ValueError:
+                return text
+        for kind, table in self.kinds.items():
+            if kind.startswith(group + "-") and key in table:
+                return getattr(self, group)(text)
+        return text
 
     def environ(self, data: bytes) -> bytes:
-        """/proc/<pid>/environ: NUL-separated NAME=value, values may hold spaces."""
+        """/proc/<pid>/environ: NUL-separated NAME=value, values may hold spaces. A value is
+        kept only for the names a check reads (`env_kept`); any other keeps its name."""
         out = []
         for item in data.split(b"\0"):
             name, sep, value = item.decode("utf-8", "surrogateescape").partition("=")
-            if sep and secret_name(name) and value:
+            if not (sep and value):
+                pass
+            elif not env_kept(name):
+                value = ""
+            elif secret_name(name):
                 value = self.secret(value)
-            elif sep and name in _USER_VARS and value and value != "root":
-                value = self.user(value)
-            elif sep:
+            else:
                 value = self.text(value)
             out.append((name + sep + value).encode("utf-8", "surrogateescape"))
         return b"\0".join(out)
@@ -399,13 +541,41 @@ class Redactor:
             text = text.replace(stripped, self.host(stripped))
         elif name == "etc/passwd":
             text = "\n".join(self._passwd_line(line) for line in text.split("\n"))
-        return self.text(text).encode("utf-8", "surrogateescape")
+        return self.long_text(text).encode("utf-8", "surrogateescape")
+
+    def long_text(self, text: str) -> str:
+        """`text` redacted a chunk of lines at a time; what is left at the deadline is left
+        out with a line that says so: never sent unredacted, never past the deadline."""
+        out, start = [], 0
+        while start < len(text):
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                out.append(LEFT_OUT % (len(text) - start))
+                break
+            end = text.find("\n", start + CHUNK_CHARS) + 1 or len(text)
+            out.append(self.text(text[start:end]))
+            start = end
+        return "".join(out)
 
     def _passwd_line(self, line: str) -> str:
         fields = line.split(":")
         if len(fields) >= 7 and _human_uid(fields[2]):
             fields[0] = self.user(fields[0])
         return ":".join(fields)
+
+
+@functools.lru_cache(maxsize=4096)  # a log repeats its tokens
+def _random_token(token: str) -> bool:
+    """A token of 20 or more characters with upper and lower case letters and digits, as
+    random as a key is, and no plain word for a folder."""
+    if len(token) < 20 or not (
+        re.search("[a-z]", token) and re.search("[A-Z]", token) and re.search("[0-9]", token)
+    ):
+        return False
+    if any(_PLAIN_WORD.fullmatch(part) for part in token.split("/")):
+        return False
+    counts = collections.Counter(token)
+    bits = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
+    return bits >= ENTROPY_MIN_BITS
 
 
 def _human_uid(uid: str) -> bool:
@@ -417,17 +587,16 @@ def _v6_text(original: str, new: ipaddress.IPv6Address, compressed: str) -> str:
     return new.exploded if "::" not in original and len(original) == 39 else compressed
 
 
+_SHARED, _UNIQUE_LOCAL = ipaddress.IPv4Network("100.64.0.0/10"), ipaddress.IPv6Network("fc00::/7")
 _V4_POOLS = (
     ("ipv4-link-local", ipaddress.IPv4Address("169.254.0.0"), lambda a: a.is_link_local),
-    ("ipv4-shared", ipaddress.IPv4Address("100.64.0.0"),
-     lambda a: a in ipaddress.IPv4Network("100.64.0.0/10")),
+    ("ipv4-shared", ipaddress.IPv4Address("100.64.0.0"), _SHARED.__contains__),
     ("ipv4-private", ipaddress.IPv4Address("10.255.0.0"), lambda a: a.is_private),
     ("ipv4-global", ipaddress.IPv4Address("11.0.0.0"), lambda a: True),
 )  # fmt: skip
 _V6_POOLS = (
     ("ipv6-link-local", ipaddress.IPv6Address("fe80::"), lambda a: a.is_link_local),
-    ("ipv6-unique-local", ipaddress.IPv6Address("fd00::"),
-     lambda a: a in ipaddress.IPv6Network("fc00::/7")),
+    ("ipv6-unique-local", ipaddress.IPv6Address("fd00::"), _UNIQUE_LOCAL.__contains__),
     ("ipv6-site-local", ipaddress.IPv6Address("fec0::"), lambda a: a.is_site_local),
     ("ipv6-global", ipaddress.IPv6Address("2000::"), lambda a: True),
 )  # fmt: skip
@@ -476,7 +645,10 @@ def _discover(contents: dict[str, bytes], names: list[str], redactor: Redactor) 
             redactor.learn("uuid", read(rel))
         if rel.endswith((".json", "stdout")) or not rel.startswith(f"{FILES}/"):
             text = read(rel)
+            lower = text.lower()
             for kind, pattern in _EXPLICIT.items():
+                if kind not in lower:
+                    continue  # a 15 MB kernel log names no serial: not scanned for one
                 for m in pattern.finditer(text):
                     redactor.learn(kind, m.group(1) or m.group(2))
             if rel.endswith(".json"):
@@ -547,14 +719,17 @@ def _command_folders(root: str, redactor: Redactor) -> dict[str, str]:
     return found
 
 
-def redact_bundle(bundle_dir: str, redactor: Redactor) -> None:
+def redact_bundle(bundle_dir: str, redactor: Redactor, deadline: float | None = None) -> None:
     """Rewrite the bundle directory in place: every member's bytes and name redacted, and
     the manifest's sha256 entries recomputed. The redacted tree is built beside the bundle
     and swapped in at the end, so an interrupted run leaves the original whole.
 
+    Past `deadline` (time.monotonic()), what is left of a long text is left out (LEFT_OUT).
     Save `redactor` (its map) somewhere outside the bundle afterwards."""
+    redactor.deadline = deadline
     root = os.path.abspath(bundle_dir)
-    entries = list(_walk(root))
+    # The reports are derived from the other members: redacted last, with what those taught.
+    entries = sorted(_walk(root), key=lambda entry: entry[0] in DERIVED)
     contents = {}
     for rel, st in entries:
         if stat.S_ISREG(st.st_mode):
@@ -580,6 +755,7 @@ def redact_bundle(bundle_dir: str, redactor: Redactor) -> None:
                 if rel == MANIFEST:
                     manifest = contents[rel]
                     continue
+                redactor.known_addresses_only = rel in DERIVED
                 data = _redact_member(rel, contents[rel], redactor)
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 with open(target, "wb") as f:
@@ -587,6 +763,7 @@ def redact_bundle(bundle_dir: str, redactor: Redactor) -> None:
                 os.chmod(target, stat.S_IMODE(st.st_mode))
                 written[new_rel] = data
             # anything else (a FIFO, a device) is no member a reader accepts: left out
+        redactor.known_addresses_only = False
         if manifest is not None:
             with open(os.path.join(new_root, MANIFEST), "wb") as f:
                 f.write(_redact_manifest(manifest, written, redactor))
@@ -613,8 +790,11 @@ def _redact_member(rel: str, data: bytes, redactor: Redactor) -> bytes:
             parsed = json.loads(data)
         except (ValueError, UnicodeDecodeError, RecursionError):
             return redactor.member(rel, data)
-        # answers.json is keyed by host path: a content_b64 is redacted as that file
-        return _json_bytes(redactor.json_value(parsed))
+        try:
+            # answers.json is keyed by host path: a content_b64 is redacted as that file
+            return _json_bytes(redactor.json_value(parsed))
+        except RecursionError:  # nested deeper than Python recurses: redacted as text
+            pass
     return redactor.member(rel, data)
 
 
@@ -626,5 +806,8 @@ def _redact_manifest(data: bytes, written: dict[str, bytes], redactor: Redactor)
     if not isinstance(manifest, dict):
         return redactor.member(MANIFEST, data)
     manifest = {k: v if k == "files" else redactor.json_value(v) for k, v in manifest.items()}
+    if isinstance(manifest.get("argv"), list):  # --from sosreport-<host>-….tar.xz
+        manifest["argv"] = [redactor.file_name(a) if isinstance(a, str) else a
+                            for a in manifest["argv"]]  # fmt: skip
     manifest["files"] = file_digests(written)
     return _json_bytes(manifest)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -31,6 +30,9 @@ EXTRAS: tuple[tuple[str, ...], ...] = (
     ("mdadm", "--detail", "--scan"),
     ("dmidecode", "-t", "system", "-t", "bios"),  # root
 )
+
+
+PACK_RESERVE_S = 4.0
 
 
 class Progress:
@@ -70,10 +72,13 @@ def wait_extras(threads: Sequence[threading.Thread], until: float) -> int:
     return sum(t.is_alive() for t in threads)
 
 
-def bundle_name(hostname: str, when: _dt.datetime) -> str:
-    """dldoctor-<host>-<UTC time>: sortable, and safe as a file name."""
-    host = re.sub(r"[^A-Za-z0-9._-]", "_", hostname or "host").strip("._") or "host"
-    return f"dldoctor-{host}-{when.astimezone(_dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+def default_name(*, archive: bool = True, when: _dt.datetime | None = None) -> str:
+    """dldoctor-snapshot-<UTC time>[.tar.gz]: sortable, safe as a file name, and free of the
+    host's name, which would give the host away in the file name and the archive's top
+    folder (named after it). The TUI's export suggests it too."""
+    when = when or _dt.datetime.now(_dt.timezone.utc)
+    name = f"dldoctor-snapshot-{when.astimezone(_dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+    return name + (".tar.gz" if archive else "")
 
 
 def report_members(report: Report) -> dict[str, bytes]:
@@ -100,11 +105,13 @@ def write_snapshot(
     archive: bool,
     redactor=None,
     map_path: str = "",
+    deadline: float | None = None,
 ) -> str:
     """The bundle at `dest` (which must not exist): a `.tar.gz` or, `archive=False`, a
     directory. Built in a private folder beside `dest` and moved there whole at the end:
     an interrupted snapshot leaves nothing at `dest`. With a `redactor`, its map (the
-    pseudonyms so far) is saved at `map_path` once the bundle is written."""
+    pseudonyms so far) is saved at `map_path` once the bundle is written. Redaction ends
+    by `deadline` (time.monotonic()): what it could not reach of a long text is left out."""
     from dldoctor.atomicfile import output_target
     from dldoctor.snapshots.archive import write_archive
     from dldoctor.snapshots.bundle import BundleError, work_beside
@@ -129,7 +136,9 @@ def write_snapshot(
         if redactor is not None:
             from dldoctor.snapshots.redact import redact_bundle
 
-            redact_bundle(bundle, redactor)
+            # the run's deadline, less what packing takes (gzip -9: 2-4 s for 15 MB of log)
+            until = None if deadline is None else deadline - PACK_RESERVE_S
+            redact_bundle(bundle, redactor, until)
         if archive:
             write_archive(bundle, dest)
         else:
@@ -152,9 +161,6 @@ def _copy_into(archive: str, stream: str) -> None:
         shutil.copyfileobj(src, out)
 
 
-def default_dest(report: Report, *, archive: bool, redactor=None) -> str:
-    hostname = str(report.host.get("hostname") or "")
-    if redactor is not None and hostname:
-        hostname = redactor.host(hostname)  # the name must not give the host away either
-    name = bundle_name(hostname, _dt.datetime.now(_dt.timezone.utc))
-    return os.path.abspath(name + (".tar.gz" if archive else ""))
+def default_dest(*, archive: bool) -> str:
+    """`default_name` in the current folder."""
+    return os.path.abspath(default_name(archive=archive))

@@ -230,7 +230,7 @@ def apply_killed_at_every_write(folder: str) -> int:
         points += 1
         seen = []
 
-        def recovered(record, root=root, before=before, k=k):
+        def recovered(record, root=root, before=before, k=k, seen=seen):
             seen.append(record["state"])
             assert snapshot(root) == before and strays(root) == [], f"killed at write {k}"
 

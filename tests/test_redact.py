@@ -19,6 +19,7 @@ from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered
 from dldoctor.snapshots.bundle import BundleReader, file_digests
 from dldoctor.snapshots.redact import Redactor, redact_bundle, secret_name
+from dldoctor.snapshots.take import report_members
 from tests.bundlebuilder import BundleBuilder
 from tests.conftest import HOSTS
 from tests.test_hostgen import tree
@@ -41,11 +42,29 @@ def members(root) -> dict[str, bytes]:
 def test_a_redacted_fixture_host_replays_to_the_same_findings(tmp_path, scenario):
     copy = tmp_path / scenario
     shutil.copytree(HOSTS / scenario, copy, symlinks=True)
+    report = diagnose(ReplayHost(str(copy)), Policy(), ordered(builtin_checks()))
+    for rel, data in {"report.json": json.dumps(report.to_dict()).encode(),
+                      **report_members(report)}.items():  # fmt: skip
+        (copy / rel).write_bytes(data)  # as a snapshot writes them
     redactor = Redactor()
     redact_bundle(str(copy), redactor)
     before, after = findings(HOSTS / scenario), findings(copy, redactor)
     assert {k: v[0] for k, v in after.items()} == {k: v[0] for k, v in before.items()}
     assert after == before
+    # The report inside says the same, but for pseudonyms of what its sources redacted too:
+    # cuDNN 9.1.0.70 is no address, in the report as in the pip listing it came from.
+    sources = "\n".join(data.decode("latin-1") for rel, data in members(copy).items()
+                         if not rel.startswith("report."))  # fmt: skip
+    inside = json.loads((copy / "report.json").read_text())["findings"]
+    for finding in inside:
+        assert redactor.restore(finding["summary"]) == before[finding["id"]][1]
+        for pseudonym, original in redactor.shown.items():
+            if pseudonym in finding["summary"]:
+                assert not re.search(rf"(?<![\w.]){re.escape(original)}(?![\w])", sources), (
+                    finding["summary"], original)  # fmt: skip
+    for rel in ("report.md", "report.html"):
+        versions = re.findall(r"cuDNN \d+\.\d+\.\d+\.\d+", report_members(report)[rel].decode())
+        assert re.findall(r"cuDNN \d+\.\d+\.\d+\.\d+", (copy / rel).read_text()) == versions
     # The host's own name is gone from every member, names included.
     hostname = (HOSTS / scenario / "files/proc/sys/kernel/hostname").read_text().strip()
     for rel, data in members(copy).items():
@@ -126,10 +145,11 @@ def test_no_planted_value_survives_in_any_member_name_or_byte(tmp_path):
     text = "\n".join(f"{k}\n{v.decode('latin-1')}" for k, v in members(root).items()).lower()
     left = [v for v in planted_values() if v.lower() in text]
     assert left == []
-    # The content_b64 of an answer was redacted as the file it stands for.
+    # The content_b64 of an answer was redacted as the file it stands for: an environment,
+    # whose variables no check reads keep their names only.
     answers = json.loads((root / "answers.json").read_text())
     raw = base64.b64decode(answers["read"]["/proc/1/environ"]["content_b64"])
-    assert raw.startswith(b"HF_TOKEN=secret-")
+    assert raw == b"HF_TOKEN=\0USER="
 
 
 def test_redaction_keeps_what_replay_and_support_need(tmp_path):
@@ -168,10 +188,11 @@ def test_redaction_keeps_what_replay_and_support_need(tmp_path):
     assert list((root / "files/home").iterdir())[0].name == r.user(USER)
     assert (root / "files/etc/hostname").read_text() == r.host(FQDN) + "\n"
     assert r.host(FQDN) == f"{r.host(SHORT)}.{r.domain('corp.planted-domain.example')}"
-    # Harmless environment stays; PATH is read by the NUMA checks.
+    # What a check reads of the environment stays (PATH: the NUMA checks, nvcc); any other
+    # variable keeps its name only.
     env = (root / "files/proc/self/environ").read_bytes().split(b"\0")
-    assert b"PATH=/usr/bin:/bin" in env and b"LANG=C.UTF-8" in env
-    assert b"HTTPS_PROXY=http://cred-0001@proxy.example.org:3128/" in env
+    assert b"PATH=/usr/bin:/bin" in env and b"LANG=" in env and b"HTTPS_PROXY=" in env
+    assert env[-1] == b""  # the trailing NUL
 
 
 def test_the_manifest_is_recomputed_and_verifies(tmp_path):

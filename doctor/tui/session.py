@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 from dldoctor.facts import Facts
 from dldoctor.host.base import Answer, Host
@@ -183,9 +182,9 @@ class Session:
     def suggested_dest(self) -> str:
         """Where the export suggests writing: a name without the host's (the archive's top
         folder takes it), so that a bundle passed on does not give the host away."""
-        from dldoctor.snapshots.take import bundle_name
+        from dldoctor.snapshots.take import default_dest
 
-        return os.path.abspath(bundle_name("", datetime.now(timezone.utc)) + ".tar.gz")
+        return default_dest(archive=True)
 
     def export(self, dest: str, *, redact: bool) -> str:
         """This run's answers and report as a snapshot at `dest` (a .tar.gz, or a folder
