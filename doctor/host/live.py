@@ -41,6 +41,13 @@ from dldoctor.host.paths import resolve_in_root
 READ_CHUNK = 64 * 1024
 # A command's stderr is read for one line of diagnosis; more than this is a tool gone wrong.
 MAX_STDERR_BYTES = 1024 * 1024
+# All the commands of one host together hold at most this much output: every tool can
+# misbehave at once (a run starts them all together), and per-command caps alone would
+# add up to 15 x 17 MiB. A real host's commands print a few MiB between them.
+OUTPUT_BUDGET_BYTES = 32 * 1024 * 1024
+# Of output cut short (no answer can be read from it), this much of each stream is kept,
+# for the finding and the bundle; the rest goes back to the budget.
+KEPT_OF_CUT_BYTES = 64 * 1024
 STATVFS_FIELDS = (
     "f_bsize",
     "f_frsize",
@@ -179,9 +186,11 @@ class LiveHost(Host):
         probes: Mapping[str, Callable[[], Any]] | None = None,
         max_stdout: int = DEFAULT_MAX_BYTES,
         max_stderr: int = MAX_STDERR_BYTES,
+        output_budget: int = OUTPUT_BUDGET_BYTES,
     ):
         self.root = os.path.abspath(root)
         self.max_stdout, self.max_stderr = max_stdout, max_stderr
+        self.output_budget = _Budget(output_budget)
         self.command_timeout = command_timeout
         self.fs_timeout = fs_timeout
         self.probe_timeout = command_timeout if probe_timeout is None else probe_timeout
@@ -392,6 +401,7 @@ class LiveHost(Host):
         caps = {"stdout": self.max_stdout, "stderr": self.max_stderr}
         kept = {"stdout": bytearray(), "stderr": bytearray()}
         over = ""
+        budget = self.output_budget
         with selectors.DefaultSelector() as sel:
             sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
             sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
@@ -406,12 +416,40 @@ class LiveHost(Host):
                         sel.unregister(sk.fileobj)
                         continue
                     buf, room = kept[name], caps[name] - len(kept[name])
-                    buf += chunk[:room]
+                    granted = budget.take(min(room, len(chunk)))
+                    buf += chunk[:granted]
                     if len(chunk) > room:
                         over = (f"output truncated at {caps[name]} bytes of {name} "
                                 f"({_size(caps[name])}): the command was stopped")  # fmt: skip
+                    elif granted < len(chunk):
+                        over = (f"output truncated at {len(buf)} bytes of {name}: the commands "
+                                f"of this run printed {_size(budget.total)} between them, "
+                                "the most kept: the command was stopped")  # fmt: skip
+                    if over:
                         break
+        if over:
+            for buf in kept.values():
+                budget.give(max(0, len(buf) - KEPT_OF_CUT_BYTES))
+                del buf[KEPT_OF_CUT_BYTES:]
         return bytes(kept["stdout"]), bytes(kept["stderr"]), over
+
+
+class _Budget:
+    """Bytes of command output a host may still hold, shared by its commands."""
+
+    def __init__(self, total: int):
+        self.total = self.left = total
+        self.lock = threading.Lock()
+
+    def take(self, wanted: int) -> int:
+        with self.lock:
+            granted = min(wanted, self.left)
+            self.left -= granted
+            return granted
+
+    def give(self, n: int) -> None:
+        with self.lock:
+            self.left += n
 
 
 class _Early:
