@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dldoctor.host.base import (
-    DEFAULT_MAX_BYTES,
+    MAX_READ_BYTES,
     ERROR,
     LINK,
     LIST,
@@ -117,7 +117,7 @@ class FaultyHost(Host):
         return f"{self.inner.describe()} with {self.fault} faults"
 
     def _answer(
-        self, op: str, key: str, real: Callable[[], Answer], max_bytes: int = DEFAULT_MAX_BYTES
+        self, op: str, key: str, real: Callable[[], Answer], max_bytes: int = MAX_READ_BYTES
     ) -> Answer:
         if not self.selected(op, key):
             return real()
@@ -170,7 +170,7 @@ class FaultyHost(Host):
             return garbage_value(key)
         raise AssertionError(op)
 
-    def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
+    def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
         return self._answer(
             READ, path, lambda: self.inner.read(path, max_bytes=max_bytes), max_bytes
         )

@@ -17,6 +17,8 @@ from typing import Any
 
 from dldoctor.host.base import (
     DEFAULT_MAX_BYTES,
+    MAX_READ_BYTES,
+    MAX_STDERR_BYTES,
     ERROR,
     LINK,
     LIST,
@@ -33,14 +35,13 @@ from dldoctor.host.base import (
     CommandResult,
     Host,
     call_with_timeout,
+    capped_listing,
     command_key,
     seconds,
 )
 from dldoctor.host.paths import resolve_in_root
 
 READ_CHUNK = 64 * 1024
-# A command's stderr is read for one line of diagnosis; more than this is a tool gone wrong.
-MAX_STDERR_BYTES = 1024 * 1024
 # All the commands of one host together hold at most this much output: every tool can
 # misbehave at once (a run starts them all together), and per-command caps alone would
 # add up to 15 x 17 MiB. A real host's commands print a few MiB between them.
@@ -265,7 +266,7 @@ class LiveHost(Host):
     def _fs(self, op: str, key: str, fn: Callable[[], Any]) -> Answer:
         return self._timed(op, key, fn, self.limit(op))
 
-    def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
+    def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
         def read() -> bytes:
             # Chunked: procfs/sysfs handlers allocate the size asked for, and a large single
             # read of /proc/sys/* fails with ENOMEM.
@@ -282,7 +283,9 @@ class LiveHost(Host):
         return self._fs(READ, path, read)
 
     def listdir(self, path: str) -> Answer:
-        return self._fs(LIST, path, lambda: tuple(sorted(os.listdir(self._real(path)))))
+        return capped_listing(
+            self._fs(LIST, path, lambda: tuple(sorted(os.listdir(self._real(path)))))
+        )
 
     def readlink(self, path: str) -> Answer:
         return self._fs(LINK, path, lambda: os.readlink(self._real(path, follow_last=False)))
