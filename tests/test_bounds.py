@@ -11,8 +11,10 @@ within its deadline and a margin, leave no process behind and write its report.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +23,14 @@ import uuid
 from pathlib import Path
 
 from dldoctor.cli import SNAPSHOT_WRITE_SHARE
+from dldoctor.facts import Facts
+from dldoctor.host.replay import ReplayHost
+from dldoctor.model import DETAIL_CHARS, MAX_DETAILS, SUMMARY_CHARS, Outcome, Status
+from dldoctor.policy import Policy
+from dldoctor.registry import CheckSpec
+from dldoctor.runner import run_check
 from dldoctor.snapshots.take import EXTRAS
+from tests.bugreports import SEPARATOR, constructed_sections
 from tests.conftest import HOSTS
 from tests.faults import misbehaving_bundle, misbehaving_tools
 from tests.test_deadline import MARK, TOOLS, left_behind
@@ -154,3 +163,68 @@ def test_snapshot_extras_end_with_the_checks_and_leave_time_to_write(tmp_path):
                        .read_text())  # fmt: skip
     assert extra["status"] == "timeout"
     assert extra["timeout_s"] <= deadline * (1 - SNAPSHOT_WRITE_SHARE), extra
+
+
+def test_a_finding_quotes_at_most_a_line_of_what_a_check_echoes():
+    release = "6." + "9" * (16 << 20)  # a 16 MiB osrelease, as a check would quote it
+
+    line = "9" * 3 * DETAIL_CHARS
+
+    def echo(facts, policy):
+        return Outcome(Status.FAIL, f"kernel {release} is too old", (line,) * 1000)
+
+    spec = CheckSpec("site.echo", "Echo", "system", echo, remediation=release)
+    finding = run_check(spec, Facts(ReplayHost(str(SOURCE))), Policy())
+    # Each measured before anything is serialised: uncut, 1000 lines are 6 MB, and the
+    # 16 MiB remediation and summary are in every rendering.
+    assert len(finding.summary) < SUMMARY_CHARS + 100
+    assert finding.summary.startswith("kernel 6.999")
+    assert finding.summary.endswith(f"({len(release) + 18 - SUMMARY_CHARS} more characters)")
+    assert len(finding.remediation) < DETAIL_CHARS + 100
+    assert len(finding.details) == MAX_DETAILS + 1
+    assert all(len(text) < DETAIL_CHARS + 100 for text in finding.details)
+    assert finding.details[-1] == f"... ({1000 - MAX_DETAILS} more lines)"
+    assert len(json.dumps(finding.to_dict())) < (MAX_DETAILS + 3) * (DETAIL_CHARS + 100)
+
+
+def test_a_gzip_bomb_is_refused_before_it_is_held(tmp_path):
+    # 300 MiB of zeros from 300 KiB: refused when the count passes the cap, not after
+    # holding the 256 MiB it passed (peak 280 MiB).
+    member = gzip.compress(b"\0" * (1 << 20), compresslevel=9, mtime=0)
+    bomb = tmp_path / "nvidia-bug-report.log.gz"
+    bomb.write_bytes(member * 300)
+    code, elapsed, peak, out, err = measured(tmp_path, "--check", "--json", "--from", str(bomb))
+    bounded(elapsed, peak)
+    assert code == 4 and out == b""
+    assert b"inflates past 256 MiB (the cap on a log)" in err and err.count(b"\n") == 1, err
+
+
+def test_a_bug_report_with_a_1_mib_command_line_is_reported_within_the_deadline(tmp_path):
+    sections = constructed_sections()
+    sections.insert(-1, f"{SEPARATOR}\n\n/usr/bin/nvidia-smi {'x' * (1 << 20)}\n\noutput\n\n")
+    log = tmp_path / "nvidia-bug-report.log"
+    log.write_text("".join(sections))
+    code, elapsed, peak, out, err = measured(
+        tmp_path, "--check", "--json", "--deadline", str(DEADLINE), "--from", str(log)
+    )
+    bounded(elapsed, peak)
+    assert code in (1, 3), err
+    assert report_of(out)["gpu.driver.loaded"]["status"] != "error"  # its nvidia-smi -q
+
+
+def test_a_bundle_folder_of_30000_entries_is_refused_by_its_size(tmp_path):
+    bundle = tmp_path / "bundle"
+    shutil.copytree(SOURCE, bundle, symlinks=True)
+    devices = bundle / "files" / "sys" / "bus" / "pci" / "devices"
+    for i in range(30_000 - len(os.listdir(devices))):
+        (devices / f"{0x10 + i // 8192:04x}:{i // 32 % 256:02x}:{i % 32:02x}.0").mkdir()
+    code, elapsed, peak, out, err = measured(
+        tmp_path, "--check", "--json", "--deadline", str(DEADLINE), "--from", str(bundle)
+    )
+    bounded(elapsed, peak)
+    assert code in (1, 3), err
+    width = report_of(out)["pci.link.width"]
+    assert width["status"] == "error"
+    assert width["summary"] == (
+        "list /sys/bus/pci/devices: 30000 entries, more than the 10000 read of a folder"
+    )
