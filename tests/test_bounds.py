@@ -24,6 +24,10 @@ from pathlib import Path
 
 from dldoctor.cli import SNAPSHOT_WRITE_SHARE
 from dldoctor.facts import Facts
+from dldoctor.facts.reading import SMALL
+from dldoctor.facts.system import kernel
+from dldoctor.host.base import MAX_READ_BYTES
+from dldoctor.host.live import LiveHost
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import DETAIL_CHARS, MAX_DETAILS, SUMMARY_CHARS, Outcome, Status
 from dldoctor.policy import Policy
@@ -32,7 +36,7 @@ from dldoctor.runner import run_check
 from dldoctor.snapshots.take import EXTRAS
 from tests.bugreports import SEPARATOR, constructed_sections
 from tests.conftest import HOSTS
-from tests.faults import misbehaving_bundle, misbehaving_tools
+from tests.faults import SPARSE_BYTES, misbehaving_bundle, misbehaving_tools
 from tests.test_deadline import MARK, TOOLS, left_behind
 from tests.test_host_live import fake_command
 from tests.test_output_cap import _high_water_kib
@@ -95,10 +99,19 @@ def report_of(out: bytes) -> dict[str, dict]:
     return {f["id"]: f for f in json.loads(out)["findings"]}
 
 
+def sparse_root(tmp_path: Path) -> Path:
+    """The fixture host's files, with a 1 GiB sparse `osrelease`: a live read has a cap too."""
+    root = tmp_path / "root"
+    shutil.copytree(SOURCE / "files", root, symlinks=True)
+    with open(root / "proc" / "sys" / "kernel" / "osrelease", "wb") as f:
+        f.truncate(SPARSE_BYTES)
+    return root
+
+
 def test_check_with_every_tool_misbehaving(tmp_path):
     code, elapsed, peak, out, err = measured(
         tmp_path, "--check", "--json", "--timeout", "2", "--deadline", str(DEADLINE),
-        "--root", str(SOURCE / "files"),
+        "--root", str(sparse_root(tmp_path)),
     )  # fmt: skip
     bounded(elapsed, peak)
     assert code in (1, 3), err
@@ -109,7 +122,7 @@ def test_snapshot_with_every_tool_misbehaving(tmp_path):
     bundle = tmp_path / "bundle.tar.gz"
     code, elapsed, peak, out, err = measured(
         tmp_path, "snapshot", "--timeout", "2", "--deadline", str(SNAPSHOT_DEADLINE),
-        "--root", str(SOURCE / "files"), "-o", str(bundle),
+        "--root", str(sparse_root(tmp_path)), "-o", str(bundle),
     )  # fmt: skip
     bounded(elapsed, peak, SNAPSHOT_DEADLINE)
     assert code == 0, err
@@ -228,3 +241,10 @@ def test_a_bundle_folder_of_30000_entries_is_refused_by_its_size(tmp_path):
     assert width["summary"] == (
         "list /sys/bus/pci/devices: 30000 entries, more than the 10000 read of a folder"
     )
+
+
+def test_a_live_read_has_a_cap(tmp_path):
+    root = sparse_root(tmp_path)
+    host = LiveHost(str(root))
+    assert len(host.read("/proc/sys/kernel/osrelease").value) == MAX_READ_BYTES
+    assert len(Facts(host).get(kernel).release) <= SMALL  # the size its fact needs
