@@ -26,7 +26,7 @@ from dldoctor.cli import SNAPSHOT_WRITE_SHARE
 from dldoctor.facts import Facts
 from dldoctor.facts.reading import SMALL
 from dldoctor.facts.system import kernel
-from dldoctor.host.base import MAX_READ_BYTES
+from dldoctor.host.base import MAX_READ_BYTES, OutputBudget
 from dldoctor.host.live import LiveHost
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import DETAIL_CHARS, MAX_DETAILS, SUMMARY_CHARS, Outcome, Status
@@ -248,3 +248,20 @@ def test_a_live_read_has_a_cap(tmp_path):
     host = LiveHost(str(root))
     assert len(host.read("/proc/sys/kernel/osrelease").value) == MAX_READ_BYTES
     assert len(Facts(host).get(kernel).release) <= SMALL  # the size its fact needs
+
+
+def test_replayed_commands_share_one_output_budget(tmp_path):
+    bundle = tmp_path / "bundle"
+    shutil.copytree(SOURCE, bundle, symlinks=True)
+    for folder in (bundle / "commands").iterdir():
+        (folder / "stdout").write_bytes(b"x" * 1000)
+    host = ReplayHost(str(bundle))
+    host.output_budget = OutputBudget(2500)  # two outputs' worth, and half of a third
+    said = [host.run(["getconf", "GNU_LIBC_VERSION"]), host.run(["numactl", "--show"]),
+            host.run(["date", "+%s"]), host.run(["ldconfig", "-p"])]  # fmt: skip
+    assert [a.status for a in said] == ["ok", "ok", "error", "error"]
+    assert said[2].error == (
+        "commands/date_+_s: the commands of this bundle hold more than 2500 bytes between "
+        "them, the most kept"
+    )
+    assert host.output_budget.left == 500  # the refused ones took nothing

@@ -36,6 +36,10 @@ DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 MAX_LIST_ENTRIES = 10_000
 # A command's stderr is read for one line of diagnosis; more than this is a tool gone wrong.
 MAX_STDERR_BYTES = 1024 * 1024
+# All the commands of one host together hold at most this much output: every tool can
+# misbehave at once (a run starts them all together), and per-command caps alone would
+# add up to 15 x 17 MiB. A real host's commands print a few MiB between them.
+OUTPUT_BUDGET_BYTES = 32 * 1024 * 1024
 # What one file read keeps unless its fact asks for less (a sysfs attribute: 4 KiB) or
 # more (mountinfo): a /proc or /sys file, or a bundle's copy of one, is never read whole on
 # trust (a 1 GiB sparse `osrelease` in a bundle took 925 MiB).
@@ -117,6 +121,25 @@ class Answer:
         if self.status == NOT_CAPTURED and not uncaptured_ok:
             raise NotCaptured(self)
         return self
+
+
+class OutputBudget:
+    """Bytes of command output a host may still hold, shared by its commands."""
+
+    def __init__(self, total: int):
+        self.total = self.left = total
+        self.lock = threading.Lock()
+
+    def take(self, wanted: int) -> int:
+        with self.lock:
+            granted = min(wanted, self.left)
+            self.left -= granted
+            return granted
+
+    def give(self, n: int) -> None:
+        with self.lock:
+            self.left += n
+
 
 
 def capped_listing(answer: Answer) -> Answer:

@@ -19,6 +19,7 @@ from dldoctor.host.base import (
     DEFAULT_MAX_BYTES,
     MAX_READ_BYTES,
     MAX_STDERR_BYTES,
+    OUTPUT_BUDGET_BYTES,
     ERROR,
     LINK,
     LIST,
@@ -34,6 +35,7 @@ from dldoctor.host.base import (
     Answer,
     CommandResult,
     Host,
+    OutputBudget,
     call_with_timeout,
     capped_listing,
     command_key,
@@ -42,10 +44,6 @@ from dldoctor.host.base import (
 from dldoctor.host.paths import resolve_in_root
 
 READ_CHUNK = 64 * 1024
-# All the commands of one host together hold at most this much output: every tool can
-# misbehave at once (a run starts them all together), and per-command caps alone would
-# add up to 15 x 17 MiB. A real host's commands print a few MiB between them.
-OUTPUT_BUDGET_BYTES = 32 * 1024 * 1024
 # Of output cut short (no answer can be read from it), this much of each stream is kept,
 # for the finding and the bundle; the rest goes back to the budget.
 KEPT_OF_CUT_BYTES = 64 * 1024
@@ -191,7 +189,7 @@ class LiveHost(Host):
     ):
         self.root = os.path.abspath(root)
         self.max_stdout, self.max_stderr = max_stdout, max_stderr
-        self.output_budget = _Budget(output_budget)
+        self.output_budget = OutputBudget(output_budget)
         self.command_timeout = command_timeout
         self.fs_timeout = fs_timeout
         self.probe_timeout = command_timeout if probe_timeout is None else probe_timeout
@@ -435,24 +433,6 @@ class LiveHost(Host):
                 budget.give(max(0, len(buf) - KEPT_OF_CUT_BYTES))
                 del buf[KEPT_OF_CUT_BYTES:]
         return bytes(kept["stdout"]), bytes(kept["stderr"]), over
-
-
-class _Budget:
-    """Bytes of command output a host may still hold, shared by its commands."""
-
-    def __init__(self, total: int):
-        self.total = self.left = total
-        self.lock = threading.Lock()
-
-    def take(self, wanted: int) -> int:
-        with self.lock:
-            granted = min(wanted, self.left)
-            self.left -= granted
-            return granted
-
-    def give(self, n: int) -> None:
-        with self.lock:
-            self.left += n
 
 
 class _Early:

@@ -20,6 +20,7 @@ from dldoctor.host.base import (
     MISSING,
     NOT_CAPTURED,
     OK,
+    OUTPUT_BUDGET_BYTES,
     PROBE,
     READ,
     RUN,
@@ -27,6 +28,7 @@ from dldoctor.host.base import (
     Answer,
     CommandResult,
     Host,
+    OutputBudget,
     capped_listing,
     command_key,
 )
@@ -59,6 +61,7 @@ class ReplayHost(Host):
         # A bundle converted from an nvidia-bug-report: what it lacks was never looked at.
         converted = self.bundle.manifest.get("absent") == NOT_CAPTURED
         self.absent = NOT_CAPTURED if converted else MISSING
+        self.output_budget = OutputBudget(OUTPUT_BUDGET_BYTES)  # as a live host's
 
     def _lacks(self, op: str, key: str, error: str = "") -> Answer:
         if self.absent == NOT_CAPTURED:
@@ -180,12 +183,21 @@ class ReplayHost(Host):
                     continue  # another command line that mangles to the same name
                 value = None
                 if status_of(meta) == OK:
+                    sizes = 0
                     for name, cap in (("stdout", DEFAULT_MAX_BYTES), ("stderr", MAX_STDERR_BYTES)):
                         # As a live run of the same command: over the cap, no answer. Told
                         # by its size, not read: commands are replayed many at once.
-                        if self.bundle.size(f"{folder}/{name}") > cap:
+                        size = self.bundle.size(f"{folder}/{name}")
+                        if size > cap:
                             why = f"{folder}/{name} is larger than {cap} bytes, the most kept"
                             return Answer(RUN, key, ERROR, error=why)
+                        sizes += size
+                    granted = self.output_budget.take(sizes)
+                    if granted < sizes:
+                        self.output_budget.give(granted)  # not read: nothing held
+                        why = (f"{folder}: the commands of this bundle hold more than "
+                               f"{self.output_budget.total} bytes between them, the most kept")  # fmt: skip
+                        return Answer(RUN, key, ERROR, error=why)
                     value = CommandResult(
                         int(meta.get("returncode", 0)),
                         self.bundle.read_bytes(f"{folder}/stdout", DEFAULT_MAX_BYTES) or b"",
