@@ -37,6 +37,18 @@ def check_timeout(policy: Policy) -> float:
     return max(t.check_s, max(t.command_s, t.nvml_s) + t.filesystem_s + 5.0)
 
 
+def bound_host(host: Host, policy: Policy, deadline_at: float | None) -> float:
+    """Bound every operation `host` starts from now by the run's window and deadline; the
+    time the checks must end by (the deadline less the report's reserve)."""
+    t0 = time.monotonic()
+    t = policy.timeouts
+    # The deadline counts from the start of the process when the CLI gives it (start-up and
+    # loading the checks are part of what a scheduler waits for).
+    deadline = (deadline_at if deadline_at is not None else t0 + t.deadline_s) - REPORT_RESERVE_S
+    host.bound(commands_until=min(t0 + t.probe_window_s + WINDOW_SLACK_S, deadline), until=deadline)
+    return deadline
+
+
 def diagnose(
     host: Host,
     policy: Policy,
@@ -51,11 +63,7 @@ def diagnose(
 ) -> Report:
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.monotonic()
-    t = policy.timeouts
-    # The deadline counts from the start of the process when the CLI gives it (start-up and
-    # loading the checks are part of what a scheduler waits for).
-    deadline = (deadline_at if deadline_at is not None else t0 + t.deadline_s) - REPORT_RESERVE_S
-    host.bound(commands_until=min(t0 + t.probe_window_s + WINDOW_SLACK_S, deadline), until=deadline)
+    deadline = bound_host(host, policy, deadline_at)
     # A caller that reads more facts afterwards (`dldoctor diff`) passes its own store.
     facts = facts if facts is not None else Facts(host)
     # Asked at once, beside the checks: a report cut off by the deadline still names its

@@ -8,6 +8,27 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 
+# What a finding quotes of the host, whichever check wrote it: a summary is a line, a
+# detail a few lines, and a finding a screenful of them. A 16 MiB `osrelease` echoed whole
+# made a 64 MiB summary and a 272 MiB report.
+SUMMARY_CHARS = 400
+DETAIL_CHARS = 2000
+MAX_DETAILS = 200
+
+
+def quoted(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with a note of how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def quoted_lines(lines: tuple[str, ...]) -> tuple[str, ...]:
+    kept = tuple(quoted(line, DETAIL_CHARS) for line in lines[:MAX_DETAILS])
+    if len(lines) > MAX_DETAILS:
+        kept += (f"... ({len(lines) - MAX_DETAILS} more lines)",)
+    return kept
+
 
 class Status(str, enum.Enum):
     PASS = "pass"
@@ -96,6 +117,9 @@ class Finding:
         from dldoctor.fixes import known
 
         object.__setattr__(self, "fixes", known(self.fixes))
+        object.__setattr__(self, "summary", quoted(self.summary, SUMMARY_CHARS))
+        object.__setattr__(self, "details", quoted_lines(self.details))
+        object.__setattr__(self, "remediation", quoted(self.remediation, DETAIL_CHARS))
 
     def to_dict(self) -> dict[str, Any]:
         return {

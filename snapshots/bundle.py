@@ -302,6 +302,11 @@ class BundleReader:
             return resolve_in_root(self.files_root, path)
         return candidate
 
+    def size(self, rel: str) -> int:
+        """The size of member `rel` (a sparse file's too), 0 when it is not a file."""
+        real = self.inside(rel)
+        return os.stat(real).st_size if os.path.isfile(real) else 0
+
     def read_bytes(self, rel: str, limit: int) -> bytes | None:
         real = self.inside(rel)
         if not os.path.isfile(real):

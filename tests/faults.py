@@ -4,13 +4,16 @@ other one to the host it wraps. Used by test_fault_injection.py."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
+import shutil
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from dldoctor.host.base import (
-    DEFAULT_MAX_BYTES,
+    MAX_READ_BYTES,
     ERROR,
     LINK,
     LIST,
@@ -114,7 +117,7 @@ class FaultyHost(Host):
         return f"{self.inner.describe()} with {self.fault} faults"
 
     def _answer(
-        self, op: str, key: str, real: Callable[[], Answer], max_bytes: int = DEFAULT_MAX_BYTES
+        self, op: str, key: str, real: Callable[[], Answer], max_bytes: int = MAX_READ_BYTES
     ) -> Answer:
         if not self.selected(op, key):
             return real()
@@ -167,7 +170,7 @@ class FaultyHost(Host):
             return garbage_value(key)
         raise AssertionError(op)
 
-    def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
+    def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
         return self._answer(
             READ, path, lambda: self.inner.read(path, max_bytes=max_bytes), max_bytes
         )
@@ -197,3 +200,48 @@ def recorder(inner: Host) -> tuple[FaultyHost, set[tuple[str, str]]]:
         return False
 
     return FaultyHost(inner, "missing", note), asked
+
+
+# Every tool misbehaving at once, each in one of three ways (tests/test_bounds.py).
+MISBEHAVIOURS = {
+    "endless": "exec yes",
+    "garbage": "exec cat /dev/urandom",
+    "hung": "exec sleep 600",
+}
+
+
+def misbehaving_tools(folder: Path, tools: Sequence[str]) -> Path:
+    """A PATH folder where `tools` print without end, print binary garbage without end, or
+    hang, in turn."""
+    from tests.test_host_live import fake_command
+
+    folder.mkdir(exist_ok=True)
+    scripts = list(MISBEHAVIOURS.values())
+    for i, tool in enumerate(tools):
+        fake_command(folder, tool, scripts[i % len(scripts)])
+    return folder
+
+
+SPARSE_BYTES = 1 << 30
+
+
+def misbehaving_bundle(source: Path, dest: Path) -> Path:
+    """A copy of the bundle `source` whose commands answered endlessly (a 1 GiB sparse
+    stdout), with binary garbage (20 MiB) or not at all (timed out), in turn; its
+    `osrelease` is a 1 GiB sparse file too."""
+    shutil.copytree(source, dest, symlinks=True)
+    garbage = random.Random(0).randbytes(20 << 20)
+    for i, folder in enumerate(sorted((dest / "commands").iterdir())):
+        kind = list(MISBEHAVIOURS)[i % len(MISBEHAVIOURS)]
+        if kind == "endless":
+            with open(folder / "stdout", "wb") as f:
+                f.truncate(SPARSE_BYTES)
+        elif kind == "garbage":
+            (folder / "stdout").write_bytes(garbage)
+        else:
+            meta = json.loads((folder / "command.json").read_text())
+            meta.update(status="timeout", timeout_s=10.0)
+            (folder / "command.json").write_text(json.dumps(meta))
+    with open(dest / "files" / "proc" / "sys" / "kernel" / "osrelease", "wb") as f:
+        f.truncate(SPARSE_BYTES)
+    return dest

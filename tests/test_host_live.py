@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 import time
 
 import pytest
@@ -17,7 +18,7 @@ from dldoctor.host import (
     TIMEOUT,
     LiveHost,
 )  # fmt: skip
-from dldoctor.host.live import os_error_answer
+from dldoctor.host.live import KEPT_OF_CUT_BYTES, os_error_answer
 from dldoctor.host.paths import resolve_in_root
 from tests.conftest import nonroot
 
@@ -182,8 +183,28 @@ def test_endless_output_is_cut_at_the_cap_while_it_streams(tmp_path, stream, red
                            "the command was stopped"  # fmt: skip
     assert f"`chatty`: output truncated at {cap} bytes of {stream}" in answer.describe()
     kept = getattr(answer.value, stream)
-    assert len(kept) == cap
+    assert len(kept) == min(cap, KEPT_OF_CUT_BYTES)  # the head, for the finding and the bundle
     assert set(kept.split(b"\n")[:-1]) == ({b"y"} if stream == "stdout" else {b"started", b"y"})
+
+
+def test_commands_at_once_share_one_output_budget(tmp_path):
+    # The host's budget is below one command's cap: memory is bounded by the budget, not
+    # by the number of tools printing at once.
+    fake_command(tmp_path, "chatty", "yes")
+    host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, command_timeout=5,
+                    max_stdout=1_000_000, output_budget=600_000)  # fmt: skip
+    answers: list = []
+    threads = [threading.Thread(target=lambda i=i: answers.append(host.run(["chatty", str(i)])))
+               for i in range(4)]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [a.status for a in answers] == [ERROR] * 4
+    assert all("printed 585.938 KiB between them" in a.error for a in answers), answers
+    # Once stopped, each keeps its head only, and gives the rest back.
+    assert all(len(a.value.stdout) <= KEPT_OF_CUT_BYTES for a in answers)
+    assert host.output_budget.left == 600_000 - sum(len(a.value.stdout) for a in answers)
 
 
 def test_output_up_to_the_cap_is_whole_and_ok(tmp_path):

@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 MOUNTINFO = "/proc/self/mountinfo"
+# A Kubernetes node with thousands of mounts writes a few MiB of it.
+MOUNTINFO_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.facts.mountinfo import MOUNTINFO, fstype_on, parse_mountinfo
+from dldoctor.facts.mountinfo import MOUNTINFO, MOUNTINFO_BYTES, fstype_on, parse_mountinfo
 from dldoctor.facts.reading import statvfs_sizes
 from dldoctor.host.base import MISSING
 
@@ -50,7 +50,7 @@ def dev_shm(ctx: FactContext) -> SharedMemory:
     link = host.readlink(SHM)
     if link.ok and isinstance(link.value, str) and link.value:
         points.append(posixpath.normpath(posixpath.join(posixpath.dirname(SHM), link.value)))
-    mountinfo = host.read(MOUNTINFO).require()
+    mountinfo = host.read(MOUNTINFO, max_bytes=MOUNTINFO_BYTES).require()
     table = parse_mountinfo(mountinfo.text) if mountinfo.ok else ()
     fstype = ""
     if table:

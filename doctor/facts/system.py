@@ -12,8 +12,8 @@ import shlex
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.facts.mountinfo import MOUNTINFO, fstype_on, parse_mountinfo
-from dldoctor.facts.reading import load_json, note_unless_missing, to_int
+from dldoctor.facts.mountinfo import MOUNTINFO, MOUNTINFO_BYTES, fstype_on, parse_mountinfo
+from dldoctor.facts.reading import SMALL, load_json, note_unless_missing, to_int
 from dldoctor.host.base import MISSING, NOT_INSTALLED, OK
 from dldoctor.versions import version_tuple
 
@@ -93,7 +93,7 @@ class Kernel:
 
 @fact("kernel")
 def kernel(ctx: FactContext) -> Kernel:
-    answer = ctx.host.read("/proc/sys/kernel/osrelease").require()
+    answer = ctx.host.read("/proc/sys/kernel/osrelease", max_bytes=SMALL).require()
     release = answer.text.strip()
     return Kernel(release, version_tuple(release))
 
@@ -183,7 +183,7 @@ def dmi(ctx: FactContext) -> dict[str, str]:
 
 @fact("hostname")
 def hostname(ctx: FactContext) -> str:
-    return ctx.host.read("/proc/sys/kernel/hostname").text.strip()
+    return ctx.host.read("/proc/sys/kernel/hostname", max_bytes=SMALL).text.strip()
 
 
 # --- Python ---------------------------------------------------------------------------
@@ -360,7 +360,7 @@ def container(ctx: FactContext) -> Container:
     # Weak signs: /.dockerenv stays in any root filesystem built from a Docker image (VMs
     # and bare-metal images too), and overlay roots exist outside containers.
     dockerenv = host.read("/.dockerenv", max_bytes=4096).ok
-    mountinfo = host.read(MOUNTINFO)
+    mountinfo = host.read(MOUNTINFO, max_bytes=MOUNTINFO_BYTES)
     note_unless_missing(unread, mountinfo)
     root_fstype = fstype_on(parse_mountinfo(mountinfo.text), "/") or ""
     overlay_root = root_fstype in ("overlay", "fuse-overlayfs", "aufs")

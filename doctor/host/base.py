@@ -27,7 +27,23 @@ STATUSES = (OK, MISSING, PERMISSION_DENIED, TIMEOUT, NOT_INSTALLED, ERROR, NOT_C
 # Operations a Host answers; they name the entries of a recording.
 READ, LIST, LINK, RUN, STATVFS, PROBE = "read", "list", "link", "run", "statvfs", "probe"
 
+# What a command's stdout may print before it is stopped (a 64-GPU `nvidia-smi -q -x`, a
+# long boot's kernel journal).
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+# A listing holds at most this many names: a big server has a few thousand PCI functions
+# or network interfaces; 30,000 planted in a bundle's /sys/bus/pci/devices kept the PCI
+# facts busy (and starved the report of the interpreter lock) past the deadline.
+MAX_LIST_ENTRIES = 10_000
+# A command's stderr is read for one line of diagnosis; more than this is a tool gone wrong.
+MAX_STDERR_BYTES = 1024 * 1024
+# All the commands of one host together hold at most this much output: every tool can
+# misbehave at once (a run starts them all together), and per-command caps alone would
+# add up to 15 x 17 MiB. A real host's commands print a few MiB between them.
+OUTPUT_BUDGET_BYTES = 32 * 1024 * 1024
+# What one file read keeps unless its fact asks for less (a sysfs attribute: 4 KiB) or
+# more (mountinfo): a /proc or /sys file, or a bundle's copy of one, is never read whole on
+# trust (a 1 GiB sparse `osrelease` in a bundle took 925 MiB).
+MAX_READ_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -107,6 +123,33 @@ class Answer:
         return self
 
 
+class OutputBudget:
+    """Bytes of command output a host may still hold, shared by its commands."""
+
+    def __init__(self, total: int):
+        self.total = self.left = total
+        self.lock = threading.Lock()
+
+    def take(self, wanted: int) -> int:
+        with self.lock:
+            granted = min(wanted, self.left)
+            self.left -= granted
+            return granted
+
+    def give(self, n: int) -> None:
+        with self.lock:
+            self.left += n
+
+
+
+def capped_listing(answer: Answer) -> Answer:
+    """A listing of more than MAX_LIST_ENTRIES names becomes an error that says so."""
+    if answer.ok and len(answer.value) > MAX_LIST_ENTRIES:
+        why = f"{len(answer.value)} entries, more than the {MAX_LIST_ENTRIES} read of a folder"
+        return Answer(answer.op, answer.key, ERROR, error=why, duration_s=answer.duration_s)
+    return answer
+
+
 def seconds(value: float) -> str:
     """A time limit as a person reads it: 10, 2.5, 0.35 (a limit cut short by the run's
     window reads 10, not 9.97)."""
@@ -146,7 +189,7 @@ class Host(ABC):
     absent = MISSING
 
     @abstractmethod
-    def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer: ...
+    def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer: ...
 
     @abstractmethod
     def listdir(self, path: str) -> Answer: ...

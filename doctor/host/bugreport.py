@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dldoctor.host.base import (
-    DEFAULT_MAX_BYTES,
+    MAX_READ_BYTES,
     LINK,
     LIST,
     MISSING,
@@ -47,6 +47,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 # bounds what a decompression bomb or a runaway capture can cost in memory.
 MAX_LOG_BYTES = 256 * 1024 * 1024
 _CHUNK = 1024 * 1024
+# The script's command lines are a path and a few flags; a longer line is no command of
+# one (a 1 MiB one took shlex 20 s, past any deadline, before a check ran).
+MAX_COMMAND_LINE = 4096
 SNIFF_BYTES = 64 * 1024  # the prologue is in the first few hundred bytes
 
 
@@ -126,11 +129,21 @@ def read_log(path: str, *, cap: int = MAX_LOG_BYTES) -> bytes:
 
 
 def _gunzip(f, path: str, cap: int) -> bytes:
+    # Inflated twice: once counting, once keeping. A bomb is refused when its count passes
+    # the cap, without holding a byte of it (kept, it cost 280 MiB before the refusal); a
+    # real log (a few MiB) costs a second inflation.
+    _inflate(f, path, cap, keep=False)
+    f.seek(0)
+    return _inflate(f, path, cap, keep=True)
+
+
+def _inflate(f, path: str, cap: int, *, keep: bool) -> bytes:
     parts, total = [], 0
     try:
         with gzip.GzipFile(fileobj=f, mode="rb") as z:
             while chunk := z.read(min(_CHUNK, cap + 1 - total)):
-                parts.append(chunk)
+                if keep:
+                    parts.append(chunk)
                 total += len(chunk)
                 if total > cap:
                     raise BadLog(f"{path}: inflates past {cap >> 20} MiB (the cap on a log)")
@@ -274,6 +287,8 @@ def _commands(header: bytes, rest: list[bytes], line: int) -> list[Section]:
 def command_words(name: str) -> tuple[str, ...]:
     """A command section's line as the argv a fact would ask: the program's base name and
     its arguments, shell quoting undone (`/usr/bin/lspci -d "10de:*" -v -xxx`)."""
+    if len(name) > MAX_COMMAND_LINE:
+        return ()  # no fact asks it; and shlex takes seconds per MiB
     try:
         words = shlex.split(name)
     except ValueError:
@@ -314,7 +329,7 @@ class BugReportHost(Host):
     def _absent(op: str, key: str) -> Answer:
         return Answer(op, key, NOT_CAPTURED, error=why_not(op, key))
 
-    def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
+    def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
         section = self.files.get(posixpath.normpath(path) if path.startswith("/") else path)
         if section is None:
             derived = self.derived.get(path)

@@ -17,6 +17,9 @@ from typing import Any
 
 from dldoctor.host.base import (
     DEFAULT_MAX_BYTES,
+    MAX_READ_BYTES,
+    MAX_STDERR_BYTES,
+    OUTPUT_BUDGET_BYTES,
     ERROR,
     LINK,
     LIST,
@@ -32,7 +35,9 @@ from dldoctor.host.base import (
     Answer,
     CommandResult,
     Host,
+    OutputBudget,
     call_with_timeout,
+    capped_listing,
     command_key,
     seconds,
 )
@@ -40,8 +45,9 @@ from dldoctor.host.paths import resolve_in_root
 from dldoctor.reaper import end_tree, orphans
 
 READ_CHUNK = 64 * 1024
-# A command's stderr is read for one line of diagnosis; more than this is a tool gone wrong.
-MAX_STDERR_BYTES = 1024 * 1024
+# Of output cut short (no answer can be read from it), this much of each stream is kept,
+# for the finding and the bundle; the rest goes back to the budget.
+KEPT_OF_CUT_BYTES = 64 * 1024
 STATVFS_FIELDS = (
     "f_bsize",
     "f_frsize",
@@ -198,9 +204,11 @@ class LiveHost(Host):
         probes: Mapping[str, Callable[[], Any]] | None = None,
         max_stdout: int = DEFAULT_MAX_BYTES,
         max_stderr: int = MAX_STDERR_BYTES,
+        output_budget: int = OUTPUT_BUDGET_BYTES,
     ):
         self.root = os.path.abspath(root)
         self.max_stdout, self.max_stderr = max_stdout, max_stderr
+        self.output_budget = OutputBudget(output_budget)
         self.command_timeout = command_timeout
         self.fs_timeout = fs_timeout
         self.probe_timeout = command_timeout if probe_timeout is None else probe_timeout
@@ -275,7 +283,7 @@ class LiveHost(Host):
     def _fs(self, op: str, key: str, fn: Callable[[], Any]) -> Answer:
         return self._timed(op, key, fn, self.limit(op))
 
-    def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
+    def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
         def read() -> bytes:
             # Chunked: procfs/sysfs handlers allocate the size asked for, and a large single
             # read of /proc/sys/* fails with ENOMEM.
@@ -292,7 +300,9 @@ class LiveHost(Host):
         return self._fs(READ, path, read)
 
     def listdir(self, path: str) -> Answer:
-        return self._fs(LIST, path, lambda: tuple(sorted(os.listdir(self._real(path)))))
+        return capped_listing(
+            self._fs(LIST, path, lambda: tuple(sorted(os.listdir(self._real(path)))))
+        )
 
     def readlink(self, path: str) -> Answer:
         return self._fs(LINK, path, lambda: os.readlink(self._real(path, follow_last=False)))
@@ -413,6 +423,7 @@ class LiveHost(Host):
         caps = {"stdout": self.max_stdout, "stderr": self.max_stderr}
         kept = {"stdout": bytearray(), "stderr": bytearray()}
         over = ""
+        budget = self.output_budget
         with selectors.DefaultSelector() as sel:
             sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
             sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
@@ -427,11 +438,21 @@ class LiveHost(Host):
                         sel.unregister(sk.fileobj)
                         continue
                     buf, room = kept[name], caps[name] - len(kept[name])
-                    buf += chunk[:room]
+                    granted = budget.take(min(room, len(chunk)))
+                    buf += chunk[:granted]
                     if len(chunk) > room:
                         over = (f"output truncated at {caps[name]} bytes of {name} "
                                 f"({_size(caps[name])}): the command was stopped")  # fmt: skip
+                    elif granted < len(chunk):
+                        over = (f"output truncated at {len(buf)} bytes of {name}: the commands "
+                                f"of this run printed {_size(budget.total)} between them, "
+                                "the most kept: the command was stopped")  # fmt: skip
+                    if over:
                         break
+        if over:
+            for buf in kept.values():
+                budget.give(max(0, len(buf) - KEPT_OF_CUT_BYTES))
+                del buf[KEPT_OF_CUT_BYTES:]
         return bytes(kept["stdout"]), bytes(kept["stderr"]), over
 
 

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Sequence
 
 from dldoctor.host.base import (
-    DEFAULT_MAX_BYTES,
+    MAX_READ_BYTES,
     LINK,
     LIST,
     PROBE,
@@ -52,7 +52,7 @@ class ObservingHost(Host):
         self.seen(answer, argv)
         return answer
 
-    def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
+    def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
         return self._ask(READ, path, lambda: self.inner.read(path, max_bytes=max_bytes))
 
     def listdir(self, path: str) -> Answer:

@@ -12,12 +12,15 @@ from typing import Any
 
 from dldoctor.host.base import (
     DEFAULT_MAX_BYTES,
+    MAX_READ_BYTES,
+    MAX_STDERR_BYTES,
     ERROR,
     LINK,
     LIST,
     MISSING,
     NOT_CAPTURED,
     OK,
+    OUTPUT_BUDGET_BYTES,
     PROBE,
     READ,
     RUN,
@@ -25,6 +28,8 @@ from dldoctor.host.base import (
     Answer,
     CommandResult,
     Host,
+    OutputBudget,
+    capped_listing,
     command_key,
 )
 from dldoctor.snapshots.bundle import (
@@ -56,6 +61,7 @@ class ReplayHost(Host):
         # A bundle converted from an nvidia-bug-report: what it lacks was never looked at.
         converted = self.bundle.manifest.get("absent") == NOT_CAPTURED
         self.absent = NOT_CAPTURED if converted else MISSING
+        self.output_budget = OutputBudget(OUTPUT_BUDGET_BYTES)  # as a live host's
 
     def _lacks(self, op: str, key: str, error: str = "") -> Answer:
         if self.absent == NOT_CAPTURED:
@@ -73,7 +79,7 @@ class ReplayHost(Host):
         except Exception as exc:  # noqa: BLE001 - a Host never raises
             return Answer(op, key, ERROR, error=f"bad bundle entry: {type(exc).__name__}: {exc}")
 
-    def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
+    def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
         def read() -> Answer:
             meta = self.bundle.entry(READ, path)
             if meta is not None:
@@ -123,7 +129,7 @@ class ReplayHost(Host):
                 return self._lacks(LIST, path)
             return Answer(LIST, path, OK, tuple(sorted(os.listdir(real))))
 
-        return self._guard(LIST, path, listdir)
+        return capped_listing(self._guard(LIST, path, listdir))
 
     def readlink(self, path: str) -> Answer:
         def readlink() -> Answer:
@@ -177,10 +183,25 @@ class ReplayHost(Host):
                     continue  # another command line that mangles to the same name
                 value = None
                 if status_of(meta) == OK:
+                    sizes = 0
+                    for name, cap in (("stdout", DEFAULT_MAX_BYTES), ("stderr", MAX_STDERR_BYTES)):
+                        # As a live run of the same command: over the cap, no answer. Told
+                        # by its size, not read: commands are replayed many at once.
+                        size = self.bundle.size(f"{folder}/{name}")
+                        if size > cap:
+                            why = f"{folder}/{name} is larger than {cap} bytes, the most kept"
+                            return Answer(RUN, key, ERROR, error=why)
+                        sizes += size
+                    granted = self.output_budget.take(sizes)
+                    if granted < sizes:
+                        self.output_budget.give(granted)  # not read: nothing held
+                        why = (f"{folder}: the commands of this bundle hold more than "
+                               f"{self.output_budget.total} bytes between them, the most kept")  # fmt: skip
+                        return Answer(RUN, key, ERROR, error=why)
                     value = CommandResult(
                         int(meta.get("returncode", 0)),
                         self.bundle.read_bytes(f"{folder}/stdout", DEFAULT_MAX_BYTES) or b"",
-                        self.bundle.read_bytes(f"{folder}/stderr", DEFAULT_MAX_BYTES) or b"",
+                        self.bundle.read_bytes(f"{folder}/stderr", MAX_STDERR_BYTES) or b"",
                     )
                 return _from_meta(RUN, key, meta, value)
             return self._lacks(RUN, key, error="not in the bundle")

@@ -24,6 +24,7 @@ from typing import Any
 
 from dldoctor.host.base import (
     DEFAULT_MAX_BYTES,
+    MAX_READ_BYTES,
     ERROR,
     LINK,
     LIST,
@@ -335,7 +336,7 @@ class SosReportHost(ReplayHost):
             return Answer(op, path, MISSING)
         return Answer(op, path, NOT_CAPTURED, error=_reason(path, plugin))
 
-    def read(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Answer:
+    def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
         if self._own(path):
             return Answer(READ, path, NOT_CAPTURED, error=_reason(path))
         answer = super().read(path, max_bytes=max_bytes)
