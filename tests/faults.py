@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from dldoctor.host.base import (
-    MAX_READ_BYTES,
     ERROR,
     LINK,
     LIST,
+    MAX_READ_BYTES,
     MISSING,
     NOT_INSTALLED,
     OK,

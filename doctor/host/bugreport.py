@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dldoctor.host.base import (
-    MAX_READ_BYTES,
     LINK,
     LIST,
+    MAX_READ_BYTES,
     MISSING,
     NOT_CAPTURED,
     OK,

@@ -17,15 +17,15 @@ from typing import Any
 
 from dldoctor.host.base import (
     DEFAULT_MAX_BYTES,
-    MAX_READ_BYTES,
-    MAX_STDERR_BYTES,
-    OUTPUT_BUDGET_BYTES,
     ERROR,
     LINK,
     LIST,
+    MAX_READ_BYTES,
+    MAX_STDERR_BYTES,
     MISSING,
     NOT_INSTALLED,
     OK,
+    OUTPUT_BUDGET_BYTES,
     PERMISSION_DENIED,
     PROBE,
     READ,

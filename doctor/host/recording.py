@@ -6,9 +6,9 @@ import threading
 from collections.abc import Sequence
 
 from dldoctor.host.base import (
-    MAX_READ_BYTES,
     LINK,
     LIST,
+    MAX_READ_BYTES,
     PROBE,
     READ,
     RUN,

@@ -12,11 +12,11 @@ from typing import Any
 
 from dldoctor.host.base import (
     DEFAULT_MAX_BYTES,
-    MAX_READ_BYTES,
-    MAX_STDERR_BYTES,
     ERROR,
     LINK,
     LIST,
+    MAX_READ_BYTES,
+    MAX_STDERR_BYTES,
     MISSING,
     NOT_CAPTURED,
     OK,
@@ -195,8 +195,10 @@ class ReplayHost(Host):
                     granted = self.output_budget.take(sizes)
                     if granted < sizes:
                         self.output_budget.give(granted)  # not read: nothing held
-                        why = (f"{folder}: the commands of this bundle hold more than "
-                               f"{self.output_budget.total} bytes between them, the most kept")  # fmt: skip
+                        why = (
+                            f"{folder}: the commands of this bundle hold more than "
+                            f"{self.output_budget.total} bytes between them, the most kept"
+                        )
                         return Answer(RUN, key, ERROR, error=why)
                     value = CommandResult(
                         int(meta.get("returncode", 0)),

@@ -24,10 +24,10 @@ from typing import Any
 
 from dldoctor.host.base import (
     DEFAULT_MAX_BYTES,
-    MAX_READ_BYTES,
     ERROR,
     LINK,
     LIST,
+    MAX_READ_BYTES,
     MISSING,
     NOT_CAPTURED,
     NOT_INSTALLED,
