@@ -109,6 +109,10 @@ def plan_for(fix_id: str, host):
     return build(Facts(host))
 
 
+# What --history and the TUI's history say of a journal left `applying`.
+INTERRUPTED = "interrupted, unless it runs now: the next --apply or --undo rolls it back"
+
+
 def said_recovered(record: dict) -> None:
     """One line on stderr for an interrupted apply that was rolled back first."""
     print(f"dldoctor: {record['fix']} ({record['id']}): {record['state']}", file=sys.stderr)
@@ -176,6 +180,6 @@ def _history(target: Target) -> int:
     for record in Journal(target).history():
         state = record.get("verdict") if record["state"] == "applied" else record["state"]
         if record["state"] == "applying":  # or running now: --history takes no lock
-            state = "interrupted, unless it runs now: the next --apply or --undo rolls it back"
+            state = INTERRUPTED
         _say(f"{record['id']}  {record['fix']:32} {record['state']}: {state}")
     return ExitCode.OK

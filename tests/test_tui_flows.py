@@ -330,6 +330,36 @@ def test_undo_asks_yes_undo_and_the_history_drops_the_verdict_it_undid(tmp_path,
     assert not (root / NOUVEAU_CONF.lstrip("/")).exists()
 
 
+def test_the_history_says_an_interrupted_apply_and_undo_rolls_it_back(tmp_path, monkeypatch):
+    import json
+
+    root, log = _nouveau_root(tmp_path, monkeypatch)
+    record = _applied_nouveau_fix(root)
+    # As an apply killed after its last step, before it could say "applied": the journal
+    # the kill leaves (docs/fixes: the next apply or undo rolls it back).
+    path = root / "var/lib/dldoctor/journal" / record["id"] / "journal.json"
+    saved = json.loads(path.read_text())
+    for key in ("ended", "boot_id", "verdict"):
+        saved.pop(key, None)
+    path.write_text(json.dumps({**saved, "state": "applying"}))
+    session = root_session(root)
+
+    async def steps(pilot):
+        await pilot.press("u")
+        await pilot.pause(0.3)
+        history = pilot.app.screen
+        table = history.query_one("#history")
+        state, said = table.get_row_at(0)[2:]
+        assert state == "applying" and said.startswith("interrupted")
+        await pilot.press("u")
+        await pilot.pause(0.2)
+        await pilot.press("y")
+        await until(pilot, lambda: "rolled back" in _text(history.query_one("#history-state")))
+        assert table.get_row_at(0)[2].startswith("rolled back: interrupted after step")
+
+    drive(session, steps)
+    assert not (root / NOUVEAU_CONF.lstrip("/")).exists()
+
 
 def test_the_fix_preview_marks_an_old_file_without_a_final_newline(tmp_path, monkeypatch):
     root, log = _nouveau_root(tmp_path, monkeypatch)

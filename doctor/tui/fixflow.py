@@ -52,11 +52,13 @@ class FixFlow:
         def step(number, s):
             log(f"{number}. {s.describe(self.target).splitlines()[0]}")
 
+        recovered: list[dict] = []
         record, statuses = apply_and_verify(
-            self.plan, self.target, session.make_host(), on_step=step
-        )
+            self.plan, self.target, session.make_host(), on_step=step,
+            on_recovered=recovered.append,
+        )  # fmt: skip
         checks = ", ".join(f"{k} {v}" for k, v in statuses.items())
-        return f"applied ({record['id']}); {record['verdict']} ({checks})"
+        return _first(recovered) + f"applied ({record['id']}); {record['verdict']} ({checks})"
 
 
 def history(session) -> list[dict]:
@@ -65,5 +67,13 @@ def history(session) -> list[dict]:
 
 def undo_applied(session, journal_id: str) -> str:
     need_root(session.root, f"dldoctor fix --undo {journal_id}")
-    record = undo(journal_id, target_for(session.root, None))
-    return f"{record['fix']}: undone ({record['id']})"
+    recovered: list[dict] = []
+    record = undo(journal_id, target_for(session.root, None), on_recovered=recovered.append)
+    others = [r for r in recovered if r["id"] != journal_id]
+    return _first(others) + f"{record['fix']}: {record['state']} ({record['id']})"
+
+
+def _first(recovered: list[dict]) -> str:
+    """The interrupted applies rolled back before this one ran, said first: an apply
+    killed midway is finished off by the next apply or undo (docs/fixes)."""
+    return "".join(f"{r['fix']} ({r['id']}): {r['state']}; " for r in recovered)

@@ -90,5 +90,10 @@ class HistoryScreen(Screen):
 
 def _verdict(record: dict) -> str:
     """The re-verified status holds while the fix is applied; an undone (or rolled back)
-    fix has none: "pending a reboot" would say a reboot is still awaited."""
+    fix has none: "pending a reboot" would say a reboot is still awaited. An apply left
+    `applying` was interrupted (or runs now elsewhere): say what becomes of it."""
+    from dldoctor.fixes.command import INTERRUPTED
+
+    if record.get("state") == "applying":
+        return INTERRUPTED
     return str(record.get("verdict", "")) if record.get("state") == "applied" else ""
