@@ -13,7 +13,7 @@ from dldoctor.facts import gpu as g
 from dldoctor.facts.amd import amd
 from dldoctor.facts.kmod import modules, nouveau_blacklist
 from dldoctor.facts.kmsg import xid_events
-from dldoctor.facts.nvidia import library_version, nvidia
+from dldoctor.facts.nvidia import library_version, no_nvidia_device, nvidia
 from dldoctor.facts.nvlink import NvLinks, nvlinks
 from dldoctor.facts.pci import AMD, NVIDIA, pci_devices
 from dldoctor.facts.services import fabricmanager
@@ -245,6 +245,8 @@ def nouveau(facts: Facts, policy: Policy) -> Outcome:
     if held:
         return failed(f"Nouveau drives {', '.join(held)}: the NVIDIA driver cannot bind", details)
     if "nouveau" in mods.loaded:
+        if no_nvidia_device(facts):  # it drives nothing here, and the fix is not needed
+            return skipped("no NVIDIA device on the PCI bus (the nouveau module is loaded)")
         return failed("the nouveau module is loaded", details)
     if not bus.gpus(NVIDIA):
         return skipped("no NVIDIA GPU on the PCI bus")
