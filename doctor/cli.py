@@ -55,6 +55,14 @@ class _Parser(argparse.ArgumentParser):
         sys.stderr.write(f"{self.prog}: {line}\n")
         raise BadCommandLine(line)
 
+    def _print_message(self, message: str, file=None) -> None:
+        # argparse drops a write that fails: `--help > /dev/full` would exit 0 having said
+        # nothing. --help and --version are outputs like any other (exit 6).
+        if message and file in (None, sys.stdout):
+            _write_output(lambda: sys.stdout.write(message))
+        else:
+            super()._print_message(message, file)
+
 
 def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
     p = _Parser(

@@ -15,7 +15,9 @@ from dldoctor.fixes.verify import after_boot, recheck, verdict
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from dldoctor.cli import _Parser
+
+    p = _Parser(
         prog="dldoctor fix",
         description="Without ID: the fixes for this host's findings. With ID: its preview "
         "(nothing changes) or, with --apply, the change itself.",

@@ -311,3 +311,26 @@ def test_a_fix_step_still_leaves_a_regular_file_never_writing_through(tmp_path):
         written = root / "etc" / name
         assert stat.S_ISREG(os.lstat(written).st_mode) and written.read_bytes() == b"options x=1\n"
     assert outside.read_bytes() == b"untouched\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["--version"], ["snapshot", "--help"], ["diff", "--help"], ["fix", "--help"],
+     ["genconf", "--help"], ["fleet", "run", "--help"], ["slurm-healthcheck", "--help"]],
+)  # fmt: skip
+def test_help_into_a_full_stdout_is_exit_6(args):
+    # argparse swallows the write's error: the help went nowhere and the exit said 0
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "dldoctor", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 6, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "No space left" in proc.stderr
+    assert run_dldoctor(*args).returncode == 0  # the same into a pipe: the help, exit 0
