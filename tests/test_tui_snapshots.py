@@ -84,6 +84,9 @@ def test_history_screen(snap_compare, tmp_path):
                 "reboot": True,
                 "resolves": ["gpu.nouveau"],
                 "boot_id": "",
+                "backups": [],  # what every journal holds (fixes/plan.py checks it on load)
+                "done": 1,
+                "commands": [],
             }
         )
     )
