@@ -34,6 +34,7 @@ from dldoctor.host.base import (
     Host,
     call_with_timeout,
     command_key,
+    file_name_text,
     seconds,
 )
 from dldoctor.host.paths import resolve_in_root
@@ -273,10 +274,14 @@ class LiveHost(Host):
         return self._fs(READ, path, read)
 
     def listdir(self, path: str) -> Answer:
-        return self._fs(LIST, path, lambda: tuple(sorted(os.listdir(self._real(path)))))
+        return self._fs(
+            LIST, path, lambda: tuple(sorted(map(file_name_text, os.listdir(self._real(path)))))
+        )
 
     def readlink(self, path: str) -> Answer:
-        return self._fs(LINK, path, lambda: os.readlink(self._real(path, follow_last=False)))
+        return self._fs(
+            LINK, path, lambda: file_name_text(os.readlink(self._real(path, follow_last=False)))
+        )
 
     def statvfs(self, path: str) -> Answer:
         def stat() -> dict[str, int]:

@@ -26,6 +26,7 @@ from dldoctor.host.base import (
     CommandResult,
     Host,
     command_key,
+    file_name_text,
 )
 from dldoctor.snapshots.bundle import (
     BundleReader,
@@ -121,7 +122,7 @@ class ReplayHost(Host):
             real = self.bundle.files_path(path)
             if not os.path.isdir(real):
                 return self._lacks(LIST, path)
-            return Answer(LIST, path, OK, tuple(sorted(os.listdir(real))))
+            return Answer(LIST, path, OK, tuple(sorted(map(file_name_text, os.listdir(real)))))
 
         return self._guard(LIST, path, listdir)
 
@@ -132,7 +133,7 @@ class ReplayHost(Host):
                 return _from_meta(LINK, path, meta, meta.get("target"))
             real = self.bundle.files_path(path, follow_last=False)
             if os.path.islink(real):
-                return Answer(LINK, path, OK, os.readlink(real))
+                return Answer(LINK, path, OK, file_name_text(os.readlink(real)))
             if os.path.exists(real):
                 return Answer(LINK, path, ERROR, error="not a symbolic link")
             return self._lacks(LINK, path)
