@@ -15,12 +15,12 @@ import gzip
 import os
 import posixpath
 import re
-import shlex
 import stat
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dldoctor import shellwords
 from dldoctor.host.base import (
     DEFAULT_MAX_BYTES,
     LINK,
@@ -275,7 +275,7 @@ def command_words(name: str) -> tuple[str, ...]:
     """A command section's line as the argv a fact would ask: the program's base name and
     its arguments, shell quoting undone (`/usr/bin/lspci -d "10de:*" -v -xxx`)."""
     try:
-        words = shlex.split(name)
+        words = shellwords.split(name)
     except ValueError:
         return ()
     if not words:
