@@ -52,8 +52,10 @@ def _from_meta(op: str, key: str, meta: dict[str, Any], value: Any = None) -> An
 class ReplayHost(Host):
     kind = "replay"
 
-    def __init__(self, bundle: str | BundleReader):
+    def __init__(self, bundle: str | BundleReader, *, label: str = ""):
         self.bundle = bundle if isinstance(bundle, BundleReader) else BundleReader(bundle)
+        # what the user gave: an archive's extracted folder is gone once the run ends
+        self.label = label or self.bundle.path
         # A bundle converted from an nvidia-bug-report: what it lacks was never looked at.
         converted = self.bundle.manifest.get("absent") == NOT_CAPTURED
         self.absent = NOT_CAPTURED if converted else MISSING
@@ -64,7 +66,7 @@ class ReplayHost(Host):
         return Answer(op, key, self.absent, error=error)
 
     def describe(self) -> str:
-        return f"replay of {self.bundle.path}"
+        return f"replay of {self.label}"
 
     def _guard(self, op: str, key: str, fn) -> Answer:
         # Odd bundle content (a loop of links, a folder where a file belongs) is an answer,
