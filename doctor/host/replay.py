@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import errno
 import os
 import stat
 from collections.abc import Sequence
@@ -88,26 +87,27 @@ class ReplayHost(Host):
                         raise ValueError(f"content_b64 of {path}: {exc}") from None
                     value = value[:max_bytes]
                 return _from_meta(READ, path, meta, value)
-            # One open and one fstat, not a stat per check: a 64-GPU replay reads thousands
-            # of files. The last part is opened without following it; only a link there
-            # (ELOOP) takes the full resolution inside the bundle. Non-blocking, so a FIFO
-            # planted in a bundle cannot hang the open.
+            # A stat, then one open and one fstat: a FIFO or a device planted in a bundle is
+            # never opened (opening a device runs its driver), and a file swapped in since
+            # is not read. The last part is looked at without following it; only a link
+            # there takes the full resolution inside the bundle. Non-blocking, so a FIFO
+            # swapped in cannot hang the open.
             flags = os.O_RDONLY | os.O_NONBLOCK
             try:
-                try:
-                    fd = os.open(self.bundle.files_path(path, follow_last=False),
-                                 flags | os.O_NOFOLLOW)  # fmt: skip
-                except OSError as exc:
-                    if exc.errno != errno.ELOOP:
-                        raise
-                    fd = os.open(self.bundle.files_path(path), flags)
+                real = self.bundle.files_path(path, follow_last=False)
+                mode = os.lstat(real).st_mode
+                if stat.S_ISLNK(mode):
+                    real = self.bundle.files_path(path)
+                    mode = os.stat(real).st_mode
+                if not stat.S_ISREG(mode):
+                    why = "is a directory" if stat.S_ISDIR(mode) else "not a regular file"
+                    return Answer(READ, path, ERROR, error=why)
+                fd = os.open(real, flags | os.O_NOFOLLOW)
             except (FileNotFoundError, NotADirectoryError):
                 return self._lacks(READ, path)
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the stat
                 os.close(fd)
-                why = "is a directory" if stat.S_ISDIR(mode) else "not a regular file"
-                return Answer(READ, path, ERROR, error=why)
+                return Answer(READ, path, ERROR, error="not a regular file")
             with open(fd, "rb") as f:
                 return Answer(READ, path, OK, f.read(max_bytes))
 
