@@ -22,7 +22,8 @@ def split(text: str) -> list[str]:
     while at < len(text):
         m = _PIECE.match(text, at)
         if m is None:
-            raise ValueError("no closing quotation" if text[at] in "'\"" else "no escaped character")
+            unclosed = text[at] in "'\""
+            raise ValueError("no closing quotation" if unclosed else "no escaped character")
         piece, at = m.group(), m.end()
         first = piece[0]
         if first in _BLANK:

@@ -160,7 +160,7 @@ PARSERS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "remediation_text": (findings.remediation_text, ()),
     "commands_in": (findings.commands_in, ()),
     # policy text, and the host files a fix edits
-    "line_of": (lambda t: tomllines.line_of(t, "firmware.minimums[1].min_version"), ("policies/*",)),
+    "line_of": (lambda t: tomllines.line_of(t, "firmware.minimums[1].version"), ("policies/*",)),
     "shape_problem": (tomllines.shape_problem, ("policies/*",)),
     "basic_string": (tomllines.basic_string, ()),
     "edit_grub_defaults": (lambda t: boot.edit_grub_defaults(t, ["iommu=pt"]), ()),
