@@ -329,16 +329,22 @@ def test_a_link_named_on_the_command_line_is_read(tmp_path, base):
     assert doc["summary"]["nodes"]["nodeset"] == "node7"
 
 
-def test_a_device_in_the_folder_is_never_opened(tmp_path):
-    # a character device, as sweep folders on shared storage can hold: lstat says so first
-    os.symlink("/dev/null", tmp_path / "null.json")
-    proc, doc = fleet_json(tmp_path)
-    assert proc.returncode == 3 and doc["problems"]["not_a_report"]["details"] == {
-        "null": "a symbolic link: not followed"
-    }
+def test_a_device_or_fifo_is_never_opened(tmp_path, monkeypatch):
+    # opening a device runs its driver: lstat says what it is first
     from dldoctor.fleet.nodes import load
 
-    assert load("/dev/null").detail == "not a regular file"  # no open, no read
+    os.mkfifo(tmp_path / "fifo.json")
+    opened: list[str] = []
+    real_open = os.open
+
+    def watched_open(path, *args, **kwargs):
+        opened.append(os.fsdecode(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", watched_open)
+    for path in ("/dev/null", str(tmp_path / "fifo.json")):
+        assert load(path).detail == "not a regular file"
+    assert opened == []
 
 
 def test_a_400_digit_node_number_is_listed_verbatim(tmp_path, base):
