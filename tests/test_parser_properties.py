@@ -420,3 +420,23 @@ def test_shell_words_split_as_shlex_does(text):
             split(text)
         return
     assert split(text) == expected
+
+
+POLICIES = _texts("policies/*")
+
+
+@given(text=st.one_of(st.text(max_size=400), truncated(POLICIES), mutated(POLICIES)))
+def test_a_policy_is_read_or_refused_in_one_line(text):
+    # PolicyError is the contract (exit 4); anything else escaping was exit 5
+    import tempfile
+
+    from dldoctor.policy import PolicyError, load_policy
+
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", encoding="utf-8",
+                                     errors="surrogatepass") as f:  # fmt: skip
+        f.write(text)
+        f.flush()
+        try:
+            load_policy(f.name)
+        except PolicyError as exc:
+            assert "\n" not in str(exc)
