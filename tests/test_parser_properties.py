@@ -13,16 +13,18 @@ long inputs of the shapes that made one quadratic (docs/architecture.md, "Hostil
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 import inspect
+import json
 import pkgutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dldoctor import slurm, tomllines
@@ -439,4 +441,40 @@ def test_a_policy_is_read_or_refused_in_one_line(text):
         try:
             load_policy(f.name)
         except PolicyError as exc:
+            assert "\n" not in str(exc)
+
+
+@functools.cache
+def _report() -> dict:
+    from tests import fleetgen
+
+    return fleetgen.real_report()  # a real report of a fixture host
+
+
+@given(
+    field=st.sampled_from(["id", "title", "status", "summary", "evidence", "remediation"]),
+    value=JSON,
+    where=st.sampled_from(["finding", "host", "findings", "root"]),
+)
+@example(field="id", value=[], where="finding")  # exit 5 before
+@example(field="summary", value={"a": 1}, where="finding")
+def test_diff_reads_a_report_or_refuses_it_in_one_line(field, value, where):
+    import copy
+    import tempfile
+
+    from dldoctor.diffing import DiffInputError, _report_side
+
+    doc = copy.deepcopy(_report())
+    if where == "finding":
+        doc["findings"][0][field] = value
+    elif where == "root":
+        doc = value
+    else:
+        doc[where] = value
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(doc, f)
+        f.flush()
+        try:
+            _report_side(f.name)
+        except DiffInputError as exc:
             assert "\n" not in str(exc)
