@@ -621,7 +621,10 @@ def parse_sxid(
             SxidEvent(sxid, pci, switch, severity, link, message, clock.age(line), line.raw)
         )
         raws.append([line.raw])
-    events = [replace(e, raw="\n".join(r)) if len(r) > 1 else e for e, r in zip(events, raws)]
+    events = [
+        replace(e, raw="\n".join(r)) if len(r) > 1 else e
+        for e, r in zip(events, raws, strict=True)
+    ]
     return events, clock.notes(bad_stamps, _unrecognised(unparsed, "SXid"))
 
 
