@@ -793,24 +793,13 @@ def _host_maker(args: argparse.Namespace, policy, cleanup: contextlib.ExitStack)
     if args.bundle and args.root:
         raise UsageError("--from and --root cannot be used together")
     if args.bundle:
-        from dldoctor.host.foreign import open_foreign
-        from dldoctor.host.replay import ReplayHost
-        from dldoctor.snapshots.archive import read_bundle
+        from dldoctor.host.foreign import open_input
         from dldoctor.snapshots.bundle import BundleError
 
         try:
-            foreign = open_foreign(args.bundle, cleanup)  # docs/foreign-inputs.md
-            if foreign is not None:
-                return (lambda: foreign[0]), foreign[1]
-            reader, changed = read_bundle(args.bundle, cleanup)
+            return open_input(args.bundle, cleanup)  # docs/foreign-inputs.md
         except BundleError as exc:
             raise InputError(str(exc)) from None
-        if changed:
-            log.warning(
-                "bundle files differ from its manifest (edited by hand?): %s",
-                ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else ""),
-            )
-        return (lambda: ReplayHost(reader)), reader.path
     from dldoctor.host.live import LiveHost
 
     t = policy.timeouts

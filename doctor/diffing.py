@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,7 +19,6 @@ from dataclasses import dataclass
 from dldoctor.exitcodes import ExitCode
 from dldoctor.facts import Facts
 
-log = logging.getLogger("dldoctor")
 FORMAT = "dldoctor-diff"
 FORMAT_VERSION = 1
 UNKNOWN = "unknown"  # the fact raised, or its source could not be read
@@ -229,7 +227,7 @@ def gpu_labels(facts: Facts) -> dict[str, str]:
 @dataclass(frozen=True)
 class Side:
     path: str
-    kind: str  # "bundle" or "report"
+    kind: str  # "bundle", "sosreport", "nvidia-bug-report" (all replayed) or "report"
     host: dict
     findings: dict[str, dict]  # id -> {"id", "title", "status", "summary"}
     facts: dict[str, KeyValue] | None  # None: a report, which holds none
@@ -247,19 +245,17 @@ def _finding_table(findings: Sequence[dict]) -> dict[str, dict]:
     return table
 
 
-def _bundle_side(path: str, reader) -> Side:
+def _host_side(path: str, host) -> Side:
     from dldoctor.diagnose import diagnose
-    from dldoctor.host.replay import ReplayHost
     from dldoctor.policy import Policy
     from dldoctor.registry import builtin_checks, ordered
 
     # Built-in checks and the built-in policy only: a diff compares hosts, not settings.
-    host = ReplayHost(reader)
     facts = Facts(host)  # the checks' facts, asked again for the key facts at no cost
     report = diagnose(host, Policy(), ordered(builtin_checks()), facts=facts)
     return Side(
         path,
-        "bundle",
+        "bundle" if host.kind == "replay" else host.kind,  # or "sosreport", "nvidia-bug-report"
         report.host,
         _finding_table([f.to_dict() for f in report.findings]),
         read_key_facts(facts),
@@ -284,31 +280,51 @@ def _report_side(path: str) -> Side:
             f"{path} is neither a bundle directory nor a dldoctor report JSON ({why[:200]})"
         ) from None
     findings = [f.to_dict() for f in report.findings]
+    for f in findings:  # the report's own shape (docs/report-schema.md), not only JSON
+        if not all(isinstance(f.get(k), str) for k in ("id", "title", "status", "summary")):
+            raise DiffInputError(
+                f"{path} is not a dldoctor report: a finding's id, title, status or summary "
+                "is not text"
+            )
+    if not isinstance(report.host, dict):
+        raise DiffInputError(f"{path} is not a dldoctor report: its host is not an object")
     return Side(path, "report", report.host, _finding_table(findings), None, {})
 
 
 @contextlib.contextmanager
 def opened(path: str) -> Iterator[Side]:
-    """One input, read: a bundle (directory or `.tar.gz`, opened as `--from` opens it) or
-    a report JSON file. The one place that tells the kinds apart."""
-    from dldoctor.snapshots.archive import is_archive, read_bundle
+    """One input, read: a report JSON file, or anything `--from` reads (a bundle directory
+    or `.tar.gz`, a sos report, an nvidia-bug-report log), opened by `--from`'s own opener.
+    The one place that tells the kinds apart."""
+    from dldoctor.host.foreign import open_input
     from dldoctor.snapshots.bundle import BundleError
 
-    if os.path.isdir(path) or is_archive(path):
+    if _is_report_json(path):
+        yield _report_side(path)
+    elif os.path.isdir(path) or os.path.isfile(path):
         with contextlib.ExitStack() as cleanup:
             try:
-                reader, changed = read_bundle(path, cleanup)
+                make_host, _folder = open_input(path, cleanup)
             except BundleError as exc:
                 raise DiffInputError(str(exc)) from None
-            if changed:  # as `--from` says it: worth knowing, not a reason to refuse
-                log.warning("%s: files differ from its manifest: %s", path, ", ".join(changed[:5]))
-            yield _bundle_side(path, reader)
-    elif os.path.isfile(path):
-        yield _report_side(path)
+            yield _host_side(path, make_host())
     elif os.path.exists(path):  # a FIFO or a device would block the read, or never end
         raise DiffInputError(f"{path}: not a bundle directory nor a regular file")
     else:
         raise DiffInputError(f"{path}: no such file or directory")
+
+
+def _is_report_json(path: str) -> bool:
+    """A regular file whose first non-blank byte opens a JSON object: no archive, log or
+    sos report starts so."""
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return True  # _report_side says why it cannot be read
+    return head.lstrip()[:1] == b"{"
 
 
 # --- comparing ------------------------------------------------------------------------

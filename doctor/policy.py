@@ -271,19 +271,33 @@ RULES: dict[str, Callable[[Any], str]] = {
 }
 
 
+# A policy is a few KiB (genconf writes about 2); tomllib is given no more than this.
+MAX_POLICY_BYTES = 1024 * 1024
+
+
 def load_policy(path: str | None) -> tuple[Policy, str]:
     """The policy and where it came from ("built-in" or the file's path)."""
     if path is None:
         return Policy(), "built-in"
+    from dldoctor.tomllines import shape_problem
+
     try:
         with open(path, "rb") as f:
-            text = f.read().decode("utf-8")
+            raw = f.read(MAX_POLICY_BYTES + 1)
+        if len(raw) > MAX_POLICY_BYTES:
+            raise PolicyError(f"policy {path} is larger than {MAX_POLICY_BYTES >> 20} MiB")
+        text = raw.decode("utf-8")
+        problem = shape_problem(text)
+        if problem:
+            raise PolicyError(f"policy {path} is not read: {problem}")
         data = tomllib.loads(text)
     except OSError as exc:
         raise PolicyError(f"cannot read policy {path}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         # tomllib's message already says "(at line N, column M)".
         raise PolicyError(f"policy {path} is not valid TOML: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # an integer past int()'s 4,300 digits
+        raise PolicyError(f"policy {path} is not valid TOML: {str(exc)[:200]}") from None
     try:
         return _build(Policy, data, ""), path
     except PolicyError as exc:
@@ -321,7 +335,7 @@ def _build(cls: type, data: Any, where: str) -> Any:
         values[name] = _coerce(hints[name], value, key)
         problem = RULES.get(re.sub(r"\[\d+\]", "", key), lambda _: "")(values[name])
         if problem:
-            raise PolicyError(f"{key} {problem}, not {value!r}", key)
+            raise PolicyError(f"{key} {problem}, not {repr(value)[:100]}", key)
     return cls(**values)
 
 
@@ -338,9 +352,13 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
         options = [a for a in typing.get_args(hint) if a is not type(None)]
         return _coerce(options[0], value, where)
     if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer of 309 digits or more
+            number = math.inf
+        if not math.isfinite(number):
             raise PolicyError(f"{where} must be a finite number", where)
-        return float(value)
+        return number
     if hint is str and isinstance(value, int) and not isinstance(value, bool):
         return str(value)  # `min_version = 8` means "8"; 22.10 must be quoted (float 22.1)
     if not isinstance(value, hint) or (hint is not bool and isinstance(value, bool)):

@@ -15,6 +15,14 @@ import re
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 _SPACE = " \t"
+# The key paths noted may hold this many characters per character of the document: a
+# policy notes a few, a long key repeated in every element of a long array would note a
+# quadratic number (a line number is not worth that).
+_NOTED_PER_CHAR = 16
+# tomllib recurses into nested arrays (600 levels: RecursionError) and spends quadratic time
+# on a key's parts (a 100 kB dotted key: 103 s and 14 GiB); a policy nests 3 deep.
+MAX_NESTING = 32
+MAX_KEY_PARTS = 32
 
 
 def line_of(text: str, key: str) -> int | None:
@@ -32,8 +40,60 @@ def line_of(text: str, key: str) -> int | None:
 
 
 def key_lines(text: str) -> dict[str, int]:
-    """Every key, table and array element of a valid TOML document -> its first line."""
+    """Every key, table and array element of a valid TOML document -> its first line.
+    ValueError when their paths would be many times the document's size."""
     return _Scanner(text).run()
+
+
+def shape_problem(text: str) -> str:
+    """Why tomllib should not be given `text` (nesting or a dotted key past the caps), or
+    "" when it may. One pass that skips strings and comments; it need not be exact, only
+    bound what tomllib is given."""
+    depth, dots, i, n = 0, 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"'":
+            i = _string_end(text, i)
+            continue
+        if c == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        if c in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                return f"arrays or tables nested more than {MAX_NESTING} deep"
+        elif c in "]}":
+            depth = max(depth - 1, 0)
+        if c == ".":
+            dots += 1
+            if dots >= MAX_KEY_PARTS:
+                return f"a dotted key of more than {MAX_KEY_PARTS} parts"
+        elif c in "=,\n[]{}":
+            dots = 0
+        i += 1
+    return ""
+
+
+def _string_end(text: str, i: int) -> int:
+    """The offset past the string opened at `i` (the end of the text when it is open)."""
+    quote = text[i]
+    width = 3 if text.startswith(quote * 3, i) else 1
+    close = quote * width
+    j = i + width
+    while True:
+        end = text.find(close, j)
+        if end < 0:
+            return len(text)
+        if quote == "'":
+            return end + width
+        # a basic string's quote is escaped by an odd run of backslashes before it
+        k = end
+        while k > j and text[k - 1] == "\\":
+            k -= 1
+        if (end - k) % 2 == 0:
+            return end + width
+        j = end + 1
 
 
 class _Scanner:
@@ -43,11 +103,15 @@ class _Scanner:
         self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
         self.found: dict[str, int] = {}
         self.arrays: dict[str, int] = {}  # array-of-tables path -> entries so far
+        self.budget = _NOTED_PER_CHAR * len(text) + 4096
 
     def line(self, at: int) -> int:
         return bisect.bisect_right(self.starts, at)
 
     def note(self, path: str, at: int) -> None:
+        self.budget -= len(path)
+        if self.budget < 0:
+            raise ValueError("the key paths are too long for the document's size")
         self.found.setdefault(path, self.line(at))
 
     def run(self) -> dict[str, int]:
@@ -182,18 +246,19 @@ class _Scanner:
         return self.i
 
 
+# TOML refuses control characters and DEL unescaped; everything else may stand as it is.
+_CONTROLS = {chr(c): f"\\u{c:04x}" for c in (*range(0x20), 0x7F)}
+
+
 def basic_string(text: str) -> str:
-    """A TOML basic string holding any text (TOML refuses control characters and DEL
-    unescaped; everything else may stand as it is)."""
-    out = []
-    for c in str(text):
-        if c in '"\\':
-            out.append("\\" + c)
-        elif ord(c) < 0x20 or ord(c) == 0x7F:
-            out.append(f"\\u{ord(c):04x}")
-        else:
-            out.append(c)
-    return '"' + "".join(out) + '"'
+    """A TOML basic string holding any text. Whole-string replaces, one per character that
+    needs escaping (the backslash first): a character at a time took seconds on megabytes,
+    and so does `str.translate` to longer strings."""
+    out = str(text).replace("\\", "\\\\").replace('"', '\\"')
+    for char, escaped in _CONTROLS.items():
+        if char in out:
+            out = out.replace(char, escaped)
+    return '"' + out + '"'
 
 
 def _join(path: str, part: str) -> str:

@@ -165,3 +165,34 @@ def test_usage_errors_exit_2_and_help_names_diff():
     assert helped.returncode == 0 and "--json" in helped.stdout
     # argparse wraps the epilog at the terminal's width.
     assert "dldoctor diff [--json] A B" in " ".join(run_dldoctor("--help").stdout.split())
+
+
+SOS = HOSTS.parent / "foreign" / "sos" / "sosreport-host0-2026-12-01-hsxafrq.tar.xz"
+BUG_REPORT = HOSTS.parent / "bugreports" / "maz906-caffe-gtx-titan-x-352.63.log.gz"
+
+
+def test_diff_reads_what_from_reads_sos_and_bug_reports():
+    # the opener of `--from` serves diff: a .tar.xz was a raw decode error, exit 4
+    proc, doc = diff_json(SOS, BUG_REPORT)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert (doc["a"]["kind"], doc["b"]["kind"]) == ("sosreport", "nvidia-bug-report")
+    assert doc["a"]["path"] == str(SOS) and doc["findings"]["changed"]
+
+
+def test_a_report_whose_finding_id_is_a_list_is_one_line_exit_4(tmp_path):
+    proc = run_dldoctor("--check", "--json", "--from", str(HEALTHY))
+    report = json.loads(proc.stdout)
+    report["findings"][0]["id"] = []
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps(report))
+    proc = run_dldoctor("diff", str(odd), str(HEALTHY))
+    assert proc.returncode == 4 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "is not a dldoctor report" in proc.stderr
+
+
+def test_a_report_replayed_from_an_archive_names_the_archive(tmp_path):
+    archive = tmp_path / "healthy.tar.gz"
+    proc = run_dldoctor("snapshot", "--from", str(HEALTHY), "-o", str(archive), "--no-redact")
+    assert proc.returncode in (0, 1), proc.stderr
+    proc = run_dldoctor("--check", "--json", "--from", str(archive))
+    assert json.loads(proc.stdout)["host"]["source"] == f"replay of {archive}"

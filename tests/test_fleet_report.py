@@ -292,3 +292,92 @@ def test_copies_of_one_node_are_one_node(tmp_path, base):
     proc, doc = fleet_json(tmp_path / "a", tmp_path / "b")
     assert doc["summary"]["nodes"]["total"] == 1
     assert "node n1 given twice" in proc.stderr
+
+
+# --- hostile folders: links out, devices, names, manifest-less bundles ----------------------
+
+
+def test_links_out_of_the_folder_are_never_followed(tmp_path, base):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    canary = outside / "canary.json"
+    canary.write_bytes(fleetgen.dump(dict(base, host=dict(base["host"], hostname="CANARY"))))
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    (fleet / "good.json").write_bytes(fleetgen.dump(base))
+    (fleet / "canary.json").symlink_to(canary)
+    (fleet / "zero.json").symlink_to("/dev/zero")
+    (fleet / "bundle.tar.gz").symlink_to(canary)
+    (fleet / "gone.json").symlink_to(outside / "missing.json")
+    sweep = {"format": "dldoctor-fleet-sweep", "nodes": {"viasweep": {"file": "canary.json"}}}
+    (fleet / "sweep.json").write_text(json.dumps(sweep))
+    proc, doc = fleet_json(fleet)
+    assert proc.returncode == 3, proc.stderr
+    assert "CANARY" not in proc.stdout
+    details = doc["problems"]["not_a_report"]["details"]
+    link = "a symbolic link: not followed"
+    assert details == {n: link for n in ("canary", "zero", "bundle", "gone", "viasweep")}
+    assert doc["summary"]["nodes"]["reported"] == 1
+
+
+def test_a_link_named_on_the_command_line_is_read(tmp_path, base):
+    (tmp_path / "real.json").write_bytes(fleetgen.dump(base))
+    (tmp_path / "node7.json").symlink_to(tmp_path / "real.json")
+    proc, doc = fleet_json(tmp_path / "node7.json")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert doc["summary"]["nodes"]["reported"] == 1
+    assert doc["summary"]["nodes"]["nodeset"] == "node7"
+
+
+def test_a_device_or_fifo_is_never_opened(tmp_path, monkeypatch):
+    # opening a device runs its driver: lstat says what it is first
+    from dldoctor.fleet.nodes import load
+
+    os.mkfifo(tmp_path / "fifo.json")
+    opened: list[str] = []
+    real_open = os.open
+
+    def watched_open(path, *args, **kwargs):
+        opened.append(os.fsdecode(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", watched_open)
+    for path in ("/dev/null", str(tmp_path / "fifo.json")):
+        assert load(path).detail == "not a regular file"
+    assert opened == []
+
+
+def test_a_400_digit_node_number_is_listed_verbatim(tmp_path, base):
+    # a file name holds 250 bytes; a name in sweep.json, 300 characters
+    long_file, long_sweep = "node" + "9" * 240, "n" + "1" * 299
+    for name in ("node001", "node002", long_file):
+        (tmp_path / f"{name}.json").write_bytes(fleetgen.dump(base))
+    sweep = {"format": "dldoctor-fleet-sweep", "nodes": {long_sweep: {"outcome": "unreachable"}}}
+    (tmp_path / "sweep.json").write_text(json.dumps(sweep))
+    proc, doc = fleet_json(tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert doc["summary"]["nodes"]["nodeset"] == f"node[001-002],{long_sweep},{long_file}"
+    assert fold(["a1", "a2", "b" + "7" * 19]) == "a[1-2],b" + "7" * 19
+
+
+def test_an_undecodable_node_name_is_printed(tmp_path, base):
+    name = os.fsencode(tmp_path) + b"/\xff\xfe.json"
+    with open(name, "wb") as f:
+        f.write(fleetgen.dump(base))
+    proc = run_dldoctor("fleet", "report", str(tmp_path))
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "\ufffd\ufffd" in proc.stdout
+
+
+def test_a_bundle_without_a_manifest_is_one_node(tmp_path):
+    host = tmp_path / "hgx-h100x8-driver535"
+    shutil.copytree(HOSTS / "hgx-h100x8-driver535", host, symlinks=True)
+    proc, doc = fleet_json(tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert doc["problems"]["not_a_report"]["details"] == {
+        "hgx-h100x8-driver535": "a bundle without report.json"
+    }
+    proc, doc = fleet_json(host)  # named on its own, the same one node
+    assert doc["problems"]["not_a_report"]["details"] == {
+        "hgx-h100x8-driver535": "a bundle without report.json"
+    }

@@ -272,3 +272,53 @@ def test_a_huge_sxid_link_number_is_unknown_not_a_crash():
     )
     (event,), _ = parse_sxid(line)
     assert (event.sxid, event.link) == (20034, None)
+
+
+def test_undecodable_file_names_in_a_bundle_are_replayed_and_recorded(tmp_path):
+    # os keeps b"\xff\xfe" as surrogates, which no UTF-8 report or bundle can hold: they
+    # made `snapshot --from` exit 5 (UnicodeEncodeError)
+    import os
+    import shutil
+
+    from tests.conftest import HOSTS, run_dldoctor
+
+    host = tmp_path / "host"
+    shutil.copytree(HOSTS / "hgx-h100x8-driver535", host, symlinks=True)
+    for folder in ("sys/bus/pci/devices", "sys/class/infiniband"):
+        os.mkdir(os.fsencode(host / "files" / folder) + b"/\xff\xfe")
+    listing = ReplayHost(str(host)).listdir("/sys/class/infiniband")
+    assert "\ufffd\ufffd" in listing.value
+    out = tmp_path / "again.tar.gz"
+    proc = run_dldoctor("snapshot", "--from", str(host), "-o", str(out), "--no-redact")
+    assert proc.returncode in (0, 1, 3), proc.stderr
+    assert out.stat().st_size > 0 and "internal error" not in proc.stderr
+
+
+def test_a_fifo_in_a_bundle_is_never_opened(tmp_path, monkeypatch):
+    # opening a device runs its driver; opening a FIFO is as much a hostile bundle's choice
+    import os
+    import shutil
+
+    from tests.conftest import HOSTS
+
+    host = tmp_path / "host"
+    shutil.copytree(HOSTS / "hgx-h100x8-driver535", host, symlinks=True)
+    fifo = host / "files" / "proc" / "meminfo"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    (host / "files" / "proc" / "cpuinfo").unlink()
+    os.symlink("meminfo", host / "files" / "proc" / "cpuinfo")  # a link to it, inside
+    replay = ReplayHost(str(host))
+    opened: list[str] = []
+    real_open = os.open
+
+    def watched_open(path, *args, **kwargs):
+        opened.append(os.fsdecode(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", watched_open)
+    for path in ("/proc/meminfo", "/proc/cpuinfo"):
+        answer = replay.read(path)
+        assert (answer.status, answer.error) == ("error", "not a regular file")
+    assert replay.read("/proc/mdstat").status == "ok"
+    assert [p for p in opened if p.endswith("meminfo")] == [] and len(opened) == 1

@@ -1,22 +1,33 @@
-"""Property tests: no exception escapes any parser entry point, whatever the text.
+"""Property tests: no exception escapes any parser entry point, whatever the text, and
+none takes more than linear time.
 
-Every pure parser in doctor/facts and doctor/versions.py is fed random text, every
+Every function that reads host, bundle, report or policy text (found by its signature:
+`test_every_entry_point_is_listed` fails on one left out) is fed random text, every
 truncation Hypothesis picks of the real captures it parses (tests/fixtures/), and those
 captures mutated the ways the fuzzing of issue 9 found defects: numbers past int()'s
 4,300-digit limit, Unicode digits ("²", "٣"), deep nesting, long lines and NUL bytes.
 The normal suite runs a bounded number of examples; DLDOCTOR_DEEP=1 selects the `deep`
-profile (tests/conftest.py) for long runs.
+profile (tests/conftest.py) for long runs. `test_entry_point_is_linear` times each on
+long inputs of the shapes that made one quadratic (docs/architecture.md, "Hostile text").
 """
 
 from __future__ import annotations
 
+import functools
+import gc
+import importlib
+import inspect
+import json
+import pkgutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
+from dldoctor import slurm, tomllines
 from dldoctor.cudacompat import judge
 from dldoctor.facts import (
     acs,
@@ -24,24 +35,33 @@ from dldoctor.facts import (
     cpu,
     cudalibs,
     frameworks,
+    gpu,
     kmod,
     kmsg,
     limits,
+    lspci,
     mdraid,
     mountinfo,
     numa,
     nvidia,
     nvlink,
     nvsmi,
+    nvsmi_text,
     pcie,
     pythonenv,
     rdma,
+    reading,
     shm,
     storage,
     system,
     thermal,
     toolkit,
 )
+from dldoctor.fixes import boot, network
+from dldoctor.fleet import keyfacts, nodes, report
+from dldoctor.host import bugreport, sosreport
+from dldoctor.render import npd
+from dldoctor.tui import findings
 from dldoctor.versions import at_least, version_tuple
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -121,7 +141,72 @@ PARSERS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "at_least": (lambda t: at_least(t, "12.4"), ()),
     "judge_runtime": (lambda t: judge(t, "535.104.05"), ()),
     "judge_driver": (lambda t: judge("12.4", t), ()),
+    "parse_lspci": (lspci.parse_lspci, ("acs/*.txt",)),
+    "parse_cpulist": (numa.parse_cpulist, (f"{NUMA_NODES}/cpulist",)),
+    "parse_nvidia_smi_text": (nvsmi_text.parse_nvidia_smi_text, ("corpus/nvidia-smi-q/*.txt",)),
+    "parse_show_node": (slurm.parse_show_node, ("slurm/show-node-*.txt",)),
+    "cmdline_blacklists": (lambda t: kmod.cmdline_blacklists(t, "nouveau"), ()),
+    "kept_lines": (lambda t: kmsg.kept_lines(_bytes(t)), ("corpus/dmesg-xid/*.txt",)),
+    "normalise_pci_bus_id": (gpu.normalise_pci_bus_id, ()),
+    "define": (lambda t: toolkit.define(t, "CUDA_VERSION"), ("cuda/cuda-13.0-cuda.h",)),
+    "load_json": (reading.load_json, ("corpus/rocm-smi-json/*.json",)),
+    "parse_environ": (lambda t: system.parse_environ(_bytes(t)), ()),
+    # reports, bundles and foreign readers
+    "parse": (lambda t: nodes.parse(_bytes(t)), ("../golden/bugreports/*.json",)),
+    "key_facts": (lambda t: keyfacts.key_facts(reading.load_json(t)[0]), ()),
+    "fold": (lambda t: report.fold(t.split(",")), ()),
+    "parse_bug_report": (lambda t: bugreport.parse_bug_report(_bytes(t)), ()),
+    "command_words": (bugreport.command_words, ()),
+    "mdadm_section": (lambda t: sosreport.mdadm_section(t, "/dev/md0"), ()),
+    "shorten": (lambda t: npd.shorten(t, 80), ()),
+    "remediation_text": (findings.remediation_text, ()),
+    "commands_in": (findings.commands_in, ()),
+    # policy text, and the host files a fix edits
+    "line_of": (lambda t: tomllines.line_of(t, "firmware.minimums[1].version"), ("policies/*",)),
+    "shape_problem": (tomllines.shape_problem, ("policies/*",)),
+    "basic_string": (tomllines.basic_string, ()),
+    "edit_grub_defaults": (lambda t: boot.edit_grub_defaults(t, ["iommu=pt"]), ()),
+    "netplan_names": (network.netplan_names, ()),
 }
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+# What makes a function an entry point: public, at module level, its first parameter
+# text or bytes by one of these names. The ones that raise by contract are tested through
+# their callers.
+TEXT_PARAMETERS = {"text", "data", "line", "raw", "cmdline", "entry", "link_target"}
+BY_CONTRACT = {
+    "dldoctor.shellwords.split": "ValueError on an unclosed quote: read by os-release, "
+    "command_words and the sos reader, all listed",
+    "dldoctor.tomllines.key_lines": "ValueError on text it cannot place: read by line_of",
+}
+
+
+def _entry_points() -> set[str]:
+    modules = []
+    for package in ("dldoctor", "dldoctor.checks", "dldoctor.fixes", "dldoctor.snapshots"):
+        path = importlib.import_module(package).__path__
+        modules += [package] + [i.name for i in pkgutil.walk_packages(path, package + ".")]
+    found = set()
+    for name in dict.fromkeys(m for m in modules if not m.endswith("__main__")):
+        for attr, value in vars(importlib.import_module(name)).items():
+            if not inspect.isfunction(value) or value.__module__ != name or attr[0] == "_":
+                continue
+            params = list(inspect.signature(value).parameters.values())
+            if params and params[0].annotation in ("str", "bytes"):
+                if params[0].name in TEXT_PARAMETERS or attr.startswith("parse"):
+                    found.add(f"{name}.{attr}")
+    return found
+
+
+def test_every_entry_point_is_listed():
+    entry_points = _entry_points()
+    assert len(entry_points) > 60  # the search itself must not silently find nothing
+    missed = {e for e in entry_points - set(BY_CONTRACT) if e.rsplit(".", 1)[1] not in PARSERS}
+    assert missed == set(), "add each to PARSERS (and a seed to SEEDS)"
 
 # Parsers without a capture of their own still get realistic text to mutate.
 SEEDS = {
@@ -152,6 +237,26 @@ SEEDS = {
     "at_least": "12.4.1",
     "judge_runtime": "12.4",
     "judge_driver": "535.104.05",
+    "cmdline_blacklists": "ro modprobe.blacklist=nouveau,nvidiafb rd.driver.blacklist=nouveau",
+    "normalise_pci_bus_id": "00000000:18:00.0",
+    "parse_environ": "PATH=/usr/bin\x00CUDA_VISIBLE_DEVICES=0,1\x00",
+    "key_facts": '{"driver": {"version": "535.104.05"}, "gpus": [{"index": 0, "model": "H100"'
+    '}], "cuda": {"toolkits": ["12.4"], "frameworks": [{"name": "torch", "version": "2.4"}]},'
+    ' "pcie": [{"address": "0000:18:00.0", "width": 16}], "rdma": [{"device": "mlx5_0", '
+    '"port": 1, "rate_gbps": 400}], "raid": [{"name": "md0", "level": "raid1"}]}',
+    "fold": "node001,node002,node017,gpu-a-3,login",
+    "parse_bug_report": "____________________________________________\n\nStart of NVIDIA bug "
+    "report log file.\n\n____________________________________________\n\n"
+    "/usr/bin/nvidia-smi -q\n\n==============NVSMI LOG==============\n",
+    "command_words": '/usr/bin/lspci -d "10de:*" -v -xxx',
+    "mdadm_section": "/dev/md0:\n     Raid Level : raid1\n/dev/md1:\n     Raid Level : raid0\n",
+    "shorten": "GPU 0 has fallen off the bus: Xid 79 on 0000:18:00.0",
+    "remediation_text": "Run `nvidia-smi -r` then `sudo systemctl restart nvidia-fabricmanager`.",
+    "commands_in": "Run `nvidia-smi -r` then `sudo systemctl restart nvidia-fabricmanager`.",
+    "basic_string": 'a "quoted" \\ path\twith\x01control',
+    "edit_grub_defaults": 'GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\n',
+    "netplan_names": "network:\n  ethernets:\n    ens1f0:\n      match:\n"
+    "        macaddress: 00:11:22:33:44:55\n      set-name: ib0\n",
 }
 
 SAMPLES = {
@@ -228,3 +333,148 @@ def test_nvml_probe_answer_never_raises(data):
 @given(st.binary(max_size=400) | st.text().map(lambda t: t.replace("\n", "\x00").encode()))
 def test_environ_never_raises(data):
     system.parse_environ(data)
+
+
+# --- linear time ---------------------------------------------------------------------------
+
+SMALL, LARGE = 20_000, 200_000
+# Linear growth is 10x from SMALL to LARGE, quadratic 100x: 30x leaves room for noise.
+MAX_RATIO = 30
+MAX_LARGE_S = 4.0  # the slowest linear parser (the XML one) reads 200 kB in well under 1 s
+FLOOR_S = 5e-3  # below this a timing is noise (a busy machine): the ratio is taken against it
+# Runs of one character, and the repeats that made a parser quadratic: shell-quoted words
+# (os-release), continuation lines (SXid), dotted keys (TOML), a long line of a capture.
+CHARS = " a0\\t\"'[{(<:=,.\\\\#\n-x;"
+
+
+def _shapes(name: str, n: int) -> list[str]:
+    shapes = [c * n for c in CHARS]
+    shapes += ['K="' + "a " * (n // 2) + '"', "a." * (n // 2), "=" + "a\\ " * (n // 3)]
+    for text in SAMPLES[name][:2]:
+        lines = [line for line in text.splitlines() if 4 < len(line) < 300] or [text[:300]]
+        line = max(lines, key=len)
+        shapes.append((text + "\n") * (n // (len(text) + 1) + 1))  # the capture repeated
+        shapes.append((line + "\n") * (n // (len(line) + 1) + 1))  # its longest line repeated
+        shapes.append(line + " " * n + "x")
+        shapes.append(line[: len(line) // 2] + "a" * n + line[len(line) // 2 :])
+    return shapes
+
+
+def _seconds(parse: Callable[[str], object], text: str, repeat: int) -> float:
+    # Without the collector: its passes grow with the objects alive, not with the parser.
+    best = float("inf")
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            start = time.thread_time()  # CPU time: another process's load is not counted
+            parse(text)
+            best = min(best, time.thread_time() - start)
+    finally:
+        gc.enable()
+    return best
+
+
+@pytest.mark.parametrize("name", sorted(PARSERS))
+def test_entry_point_is_linear(name):
+    parse, _ = PARSERS[name]
+    small, large = _shapes(name, SMALL), _shapes(name, LARGE)
+    # screen every shape at SMALL once; time the slowest few at both sizes
+    timed = sorted(((_seconds(parse, text, 1), i) for i, text in enumerate(small)), reverse=True)
+    assert timed[0][0] < MAX_LARGE_S / 10, f"{timed[0][0]:.3f}s on {small[timed[0][1]][:20]!r}"
+    for _, i in timed[:2]:
+        # best of several: one run of either size can lose a time slice on a busy machine
+        t_small = max(_seconds(parse, small[i], 3), FLOOR_S)
+        t_large = _seconds(parse, large[i], 2)
+        assert t_large < MAX_LARGE_S and t_large / t_small < MAX_RATIO, (
+            f"on {large[i][:20]!r}...: {t_small:.4f}s at {SMALL}, {t_large:.4f}s at {LARGE}"
+        )
+
+
+def test_key_facts_of_a_deep_or_huge_inventory():
+    # a value nested past repr's recursion, or huge, was turned into text whole
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    huge = list(range(200_000))
+    inventory = {
+        "cuda": {"frameworks": [{"name": "torch", "version": deep, "cuda": huge}],
+                 "toolkits": [deep, "12.4"]},
+        "gpus": [{"index": huge, "model": deep}],
+        "rdma": [{"device": deep, "port": huge, "state": "ACTIVE"}],
+        "raid": [{"name": "md0", "level": deep, "state": huge}],
+        "firmware": {"bios_vendor": deep},
+    }  # fmt: skip
+    facts = keyfacts.key_facts(inventory)
+    assert facts["gpu.count"] == "1" and facts["rdma.state"] == {"None port None": "ACTIVE"}
+    assert all(len(str(v)) < 2_000 for v in facts.values())
+
+
+@given(st.text(alphabet="ab \t\n'\"\\$#", max_size=40))
+def test_shell_words_split_as_shlex_does(text):
+    import shlex
+
+    from dldoctor.shellwords import split
+
+    try:
+        expected = shlex.split(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            split(text)
+        return
+    assert split(text) == expected
+
+
+POLICIES = _texts("policies/*")
+
+
+@given(text=st.one_of(st.text(max_size=400), truncated(POLICIES), mutated(POLICIES)))
+def test_a_policy_is_read_or_refused_in_one_line(text):
+    # PolicyError is the contract (exit 4); anything else escaping was exit 5
+    import tempfile
+
+    from dldoctor.policy import PolicyError, load_policy
+
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", encoding="utf-8",
+                                     errors="surrogatepass") as f:  # fmt: skip
+        f.write(text)
+        f.flush()
+        try:
+            load_policy(f.name)
+        except PolicyError as exc:
+            assert "\n" not in str(exc)
+
+
+@functools.cache
+def _report() -> dict:
+    from tests import fleetgen
+
+    return fleetgen.real_report()  # a real report of a fixture host
+
+
+@given(
+    field=st.sampled_from(["id", "title", "status", "summary", "evidence", "remediation"]),
+    value=JSON,
+    where=st.sampled_from(["finding", "host", "findings", "root"]),
+)
+@example(field="id", value=[], where="finding")  # exit 5 before
+@example(field="summary", value={"a": 1}, where="finding")
+def test_diff_reads_a_report_or_refuses_it_in_one_line(field, value, where):
+    import copy
+    import tempfile
+
+    from dldoctor.diffing import DiffInputError, _report_side
+
+    doc = copy.deepcopy(_report())
+    if where == "finding":
+        doc["findings"][0][field] = value
+    elif where == "root":
+        doc = value
+    else:
+        doc[where] = value
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(doc, f)
+        f.flush()
+        try:
+            _report_side(f.name)
+        except DiffInputError as exc:
+            assert "\n" not in str(exc)

@@ -183,3 +183,47 @@ def test_random_documents_place_every_key(doc):
 def test_pci_addresses_with_a_wide_domain_are_accepted(tmp_path):
     path = write(tmp_path, '[[pci.expected_links]]\naddress = "10000:01:00.0"\nwidth = 4\n')
     assert load_policy(path)[0].pci.expected_links[0].address == "10000:01:00.0"
+
+
+# --- hostile policies: caught before tomllib, or after it, as one line (exit 4) ----------
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[memory]\nmin_total_gib = " + "9" * 309 + "\n", "memory.min_total_gib must be a finite"),
+    ("x = " + "[" * 600 + "]" * 600 + "\n", "nested more than 32 deep"),
+    ("[cpu]\nmin_cores = " + "1" * 4400 + "\n", "4300 digits"),
+    ("a" + ".a" * 50_000 + " = 1\n", "a dotted key of more than 32 parts"),
+    ("[" + "a." * 50_000 + "a]\n", "a dotted key of more than 32 parts"),
+    ("# x\n" * 300_000, "larger than 1 MiB"),
+])  # fmt: skip
+def test_a_hostile_policy_is_one_line_error(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    assert message in str(info.value) and "\n" not in str(info.value)
+    assert len(str(info.value)) < 400
+
+
+def test_what_the_caps_let_through_is_read(tmp_path):
+    # nesting, dots and brackets inside strings and comments are not the document's
+    text = '[cpu]  # a.b.c.d ' + "[" * 40 + '\nmodel = "' + "[." * 40 + '"\nmin_cores = 2\n'
+    policy, _ = load_policy(write(tmp_path, text))
+    assert policy.cpu.min_cores == 2 and policy.cpu.model == "[." * 40
+
+
+def test_the_cli_answers_a_hostile_policy_with_exit_4(tmp_path):
+    from tests.conftest import run_dldoctor
+
+    path = write(tmp_path, "[memory]\nmin_total_gib = " + "9" * 309 + "\n")
+    proc = run_dldoctor("--check", "--json", "--policy", path)
+    assert proc.returncode == 4 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "finite number" in proc.stderr
+
+
+def test_key_lines_refuses_paths_many_times_the_document():
+    # a long key in each element of a long array would note a quadratic number of characters
+    text = "k" * 20_000 + " = [" + "1," * 20_000 + "]\n"
+    with pytest.raises(ValueError):
+        key_lines(text)
+    assert line_of(text, "k" * 20_000) is None
+    assert line_of("a = [1, 2]\nb = 3\n", "b") == 2

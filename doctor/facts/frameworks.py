@@ -6,7 +6,6 @@ JAX's CUDA plugins."""
 from __future__ import annotations
 
 import ast
-import functools
 import posixpath
 import re
 from dataclasses import dataclass
@@ -27,15 +26,27 @@ from dldoctor.host.base import Answer
 # --- frameworks -----------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=4)
-def _py_literals(text: str) -> dict[str, object]:
-    """The module-level `name = <literal>` assignments of a generated version file, read
-    with `ast` (never executed): a regex over its lines was quadratic on a long one."""
+def _py_value(text: str, name: str) -> str | None:
+    """`name = 'x'` / `name: Optional[str] = "x"` -> "x"; `= None` -> ""; absent -> None.
+
+    Only the module-level lines that assign `name` are read, with `ast` (never executed):
+    a regex over the lines was quadratic on a long one, and parsing the whole file took
+    seconds on a large one. A generated version file assigns each name once, on one line:
+    the first line that assigns it is the one read."""
+    m = re.search(rf"^{re.escape(name)}[ \t]*[:=]", text, re.MULTILINE)
+    if m is None:
+        return None
+    end = text.find("\n", m.start())
+    found = _constant(text[m.start() : None if end < 0 else end], name)
+    return found if isinstance(found, str) else ("" if found is None else None)
+
+
+def _constant(line: str, name: str) -> object:
+    """The constant the line assigns to `name`; ... when it assigns none."""
     try:
-        tree = ast.parse(text)
+        tree = ast.parse(line)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # not Python, NUL bytes
-        return {}
-    values: dict[str, object] = {}
+        return ...
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], node.value
@@ -43,17 +54,9 @@ def _py_literals(text: str) -> dict[str, object]:
             target, value = node.target, node.value
         else:
             continue
-        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
-            values.setdefault(target.id, value.value)
-    return values
-
-
-def _py_value(text: str, name: str) -> str | None:
-    """`name = 'x'` / `name: Optional[str] = "x"` -> "x"; `= None` -> ""; absent -> None."""
-    value = _py_literals(text).get(name, ...)
-    if isinstance(value, str):
-        return value
-    return "" if value is None else None
+        if isinstance(target, ast.Name) and target.id == name and isinstance(value, ast.Constant):
+            return value.value
+    return ...
 
 
 @dataclass(frozen=True)

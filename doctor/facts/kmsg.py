@@ -595,6 +595,7 @@ def parse_sxid(
     lines, bad_stamps = _read_lines(text, "SXid", "nvidia-nvswitch")
     clock = _Clock(now_monotonic, now_epoch)
     events: list[SxidEvent] = []
+    raws: list[list[str]] = []  # each event's lines, joined once at the end: not per line
     latest: dict[tuple[str, int], int] = {}
     unparsed: list[str] = []
     for line in lines:
@@ -606,8 +607,7 @@ def parse_sxid(
         before = _SWITCH.search(line.body[: m.start()])
         switch = before.group(1) if before else ""
         if _FOLLOW_UP.match(rest) and (pci, sxid) in latest:
-            i = latest[(pci, sxid)]
-            events[i] = replace(events[i], raw=events[i].raw + "\n" + line.raw)
+            raws[latest[(pci, sxid)]].append(line.raw)
             continue
         severity, link, message = "", None, rest
         if _FOLLOW_UP.match(rest):
@@ -620,6 +620,11 @@ def parse_sxid(
         events.append(
             SxidEvent(sxid, pci, switch, severity, link, message, clock.age(line), line.raw)
         )
+        raws.append([line.raw])
+    events = [
+        replace(e, raw="\n".join(r)) if len(r) > 1 else e
+        for e, r in zip(events, raws, strict=True)
+    ]
     return events, clock.notes(bad_stamps, _unrecognised(unparsed, "SXid"))
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from dataclasses import dataclass
 
+from dldoctor import shellwords
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.mountinfo import MOUNTINFO, MOUNTINFO_BYTES, fstype_on, parse_mountinfo
 from dldoctor.facts.reading import SMALL, load_json, note_unless_missing, to_int
@@ -52,7 +52,7 @@ def parse_os_release(text: str, source: str = "") -> OsRelease:
             notes.append(f"line {number} is not KEY=value: {line[:60]!r}")
             continue
         try:
-            words = shlex.split(raw)
+            words = shellwords.split(raw)
         except ValueError:
             notes.append(f"line {number}: unbalanced quotes")
             words = [raw.strip("\"'")]

@@ -39,7 +39,7 @@ def _rows(inv: Mapping, name: str) -> list[dict] | None:
 def _per(rows: list[dict] | None, key: Callable[[dict], Any], value: Callable[[dict], Any]):
     if rows is None:
         return None
-    return {str(key(r))[:MAX_VALUE_CHARS]: _text(value(r)) for r in rows}
+    return {str(_text(key(r))): _text(value(r)) for r in rows}
 
 
 def _versions(inv: Mapping, name: str) -> str | None:
@@ -47,7 +47,7 @@ def _versions(inv: Mapping, name: str) -> str | None:
     found = None if cuda is None else cuda.get(name)
     if not isinstance(found, list):
         return None
-    return ", ".join(sorted(str(v) for v in found)) or "none"
+    return ", ".join(sorted(str(_text(v)) for v in found))[:MAX_VALUE_CHARS] or "none"
 
 
 def _driver(inv: Mapping, name: str) -> str | None:
@@ -69,8 +69,8 @@ def _frameworks(inv: Mapping):
         return None
 
     def value(f: dict) -> str:
-        built = f", CUDA {f['cuda']}" if f.get("cuda") else ""
-        return f"{f.get('version')}{built}"
+        built = f", CUDA {_text(f['cuda'])}" if f.get("cuda") else ""
+        return f"{_text(f.get('version'))}{built}"
 
     return _per([r for r in rows if isinstance(r, dict)], lambda f: f.get("name"), value)
 
@@ -81,7 +81,8 @@ def _gpu_count(inv: Mapping) -> str | None:
 
 
 def _gpus(inv: Mapping, field: str):
-    return _per(_rows(inv, "gpus"), lambda g: f"GPU {g.get('index')}", lambda g: g.get(field))
+    gpu = lambda g: f"GPU {_text(g.get('index'))}"  # noqa: E731
+    return _per(_rows(inv, "gpus"), gpu, lambda g: g.get(field))
 
 
 def _links(inv: Mapping, value: Callable[[dict], Any]):
@@ -97,7 +98,8 @@ def _speed(d: dict) -> str | None:
 
 
 def _ports(inv: Mapping, value: Callable[[dict], Any]):
-    return _per(_rows(inv, "rdma"), lambda p: f"{p.get('device')} port {p.get('port')}", value)
+    port = lambda p: f"{_text(p.get('device'))} port {_text(p.get('port'))}"  # noqa: E731
+    return _per(_rows(inv, "rdma"), port, value)
 
 
 def _rate(p: dict) -> str | None:
@@ -106,7 +108,7 @@ def _rate(p: dict) -> str | None:
 
 def _nic_count(inv: Mapping) -> str | None:
     ports = _rows(inv, "rdma")
-    return None if ports is None else str(len({str(p.get("device")) for p in ports}))
+    return None if ports is None else str(len({_text(p.get("device")) for p in ports}))
 
 
 def _nic_firmware(inv: Mapping):
@@ -117,14 +119,14 @@ def _firmware(inv: Mapping, *fields: str) -> str | None:
     dmi = _section(inv, "firmware", dict)
     if dmi is None:
         return None
-    return _text(" ".join(str(dmi[f]) for f in fields if _text(dmi.get(f))))
+    return _text(" ".join(str(_text(dmi[f])) for f in fields if _text(dmi.get(f))))
 
 
 def _raid(inv: Mapping):
     def layout(a: dict) -> str:
         disks = f"{a.get('active_disks')}/{a.get('raid_disks')}" if a.get("raid_disks") else ""
         words = (a.get("level"), a.get("state"), disks, "degraded" if a.get("degraded") else "")
-        return " ".join(str(w) for w in words if w)
+        return " ".join(str(_text(w)) for w in words if w)
 
     return _per(_rows(inv, "raid"), lambda a: a.get("name"), layout)
 
@@ -163,7 +165,7 @@ def key_facts(inventory: Any) -> dict[str, KeyValue]:
     for name, read in FLEET_FACTS.items():
         try:
             values[name] = read(inv)
-        except (TypeError, AttributeError, KeyError, ValueError):
+        except (TypeError, AttributeError, KeyError, ValueError, RecursionError):
             values[name] = None
     return values
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from dldoctor.host.base import file_name_text
 from dldoctor.model import SCHEMA_VERSION, Status
 
 SWEEP = "sweep.json"  # what `fleet run` writes beside the reports (docs/fleet.md)
@@ -69,6 +70,7 @@ class InputError(Exception):
 
 def node_name(path: str) -> str:
     base = os.path.basename(os.path.normpath(path))
+    base = file_name_text(base)  # undecodable bytes: a name that can still be printed
     for suffix in REPORT_SUFFIXES:
         if base.endswith(suffix) and len(base) > len(suffix):
             return base[: -len(suffix)]
@@ -76,9 +78,18 @@ def node_name(path: str) -> str:
 
 
 def is_bundle_dir(path: str) -> bool:
-    from dldoctor.snapshots.bundle import MANIFEST, REPORT
+    """A folder laid out as a bundle (docs/bundle-format.md), with or without its manifest
+    (the test hosts have none): one node, never a sweep of nodes named after its parts."""
+    from dldoctor.snapshots.bundle import CONTENTS, REPORT
 
-    return any(os.path.isfile(os.path.join(path, n)) for n in (MANIFEST, REPORT))
+    for name, is_folder in ((REPORT, False), *CONTENTS):
+        try:
+            mode = os.lstat(os.path.join(path, name)).st_mode
+        except OSError:
+            continue
+        if (stat.S_ISDIR if is_folder else stat.S_ISREG)(mode):
+            return True
+    return False
 
 
 def entries(paths: list[str]) -> Iterator[Entry]:
@@ -87,8 +98,8 @@ def entries(paths: list[str]) -> Iterator[Entry]:
     for path in paths:
         if os.path.isdir(path) and not is_bundle_dir(path):
             yield from _sweep_entries(path)
-        elif os.path.lexists(path):
-            yield Entry(node_name(path), path)
+        elif os.path.lexists(path):  # a link named on the command line is the user's choice
+            yield Entry(node_name(path), os.path.realpath(path))
         else:
             raise InputError(f"{path}: no such file or directory")
 
@@ -150,19 +161,29 @@ def read_sweep(folder: str) -> dict[str, dict]:
 
 
 def load(path: str) -> NodeReport | Problem:
-    """A node's report, from a report JSON file or a bundle; a Problem for anything else."""
+    """A node's report, from a report JSON file or a bundle; a Problem for anything else.
+    A symbolic link is never followed (one in a sweep folder could point at /etc/shadow),
+    nor a FIFO or a device opened."""
     from dldoctor.snapshots.archive import is_archive
 
-    if os.path.isdir(path) or is_archive(path):
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as exc:
+        return Problem(NOT_A_REPORT, f"cannot read it: {exc.strerror or exc}")
+    if stat.S_ISLNK(mode):
+        return Problem(NOT_A_REPORT, "a symbolic link: not followed")
+    if stat.S_ISDIR(mode) or is_archive(path):
         data = _bundle_report(path)
-    else:
+    elif stat.S_ISREG(mode):
         data = _read_capped(path, MAX_REPORT_BYTES)
+    else:
+        return Problem(NOT_A_REPORT, "not a regular file")
     return data if isinstance(data, Problem) else parse(data)
 
 
 def _read_capped(path: str, cap: int) -> bytes | Problem:
-    try:  # O_NONBLOCK: a FIFO in the folder must not hang the report
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:  # O_NONBLOCK: a FIFO put there since must not hang the report; no link followed
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError as exc:
         return Problem(NOT_A_REPORT, f"cannot read it: {exc.strerror or exc}")
     with open(fd, "rb") as f:

@@ -38,10 +38,18 @@ def _fold(names: tuple[str, ...]) -> str:
     from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
 
     names = set(names)
-    plain = [n for n in names if NODE_NAME.fullmatch(n)]
+    plain = [n for n in names if NODE_NAME.fullmatch(n) and not _LONG_NUMBER.search(n)]
     odd = sorted(names.difference(plain))
-    folded = [str(NodeSet.fromlist(plain, resolver=RESOLVER_NOGROUP))] if plain else []
+    try:
+        folded = [str(NodeSet.fromlist(plain, resolver=RESOLVER_NOGROUP))] if plain else []
+    except Exception:  # noqa: BLE001 - a name ClusterShell cannot fold is listed as it is
+        folded, odd = [], sorted(names)
     return ",".join(folded + odd)
+
+
+# ClusterShell reads a name's digits as a number (a 400-digit one: NodeSetParseRangeError,
+# 4,300: ValueError) and pads ranges to it: a longer run is no node index, listed verbatim.
+_LONG_NUMBER = re.compile(r"[0-9]{19}")
 
 
 def _group(names: list[str]) -> dict[str, Any]:

@@ -180,6 +180,12 @@ def command_key(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
+def file_name_text(name: str) -> str:
+    """A file name as text: its undecodable bytes, which os keeps as surrogates and no
+    UTF-8 output can hold (a report, a bundle), read as U+FFFD."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 class Host(ABC):
     """All I/O with the machine. Implementations: LiveHost, RecordingHost, ReplayHost."""
 

@@ -15,12 +15,12 @@ import gzip
 import os
 import posixpath
 import re
-import shlex
 import stat
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dldoctor import shellwords
 from dldoctor.host.base import (
     LINK,
     LIST,
@@ -290,7 +290,7 @@ def command_words(name: str) -> tuple[str, ...]:
     if len(name) > MAX_COMMAND_LINE:
         return ()  # no fact asks it; and shlex takes seconds per MiB
     try:
-        words = shlex.split(name)
+        words = shellwords.split(name)
     except ValueError:
         return ()
     if not words:

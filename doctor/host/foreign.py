@@ -1,11 +1,13 @@
 """`--from` of a report another tool wrote: each reader recognises its own layout
-(docs/foreign-inputs.md). A path none recognises is left to the dldoctor bundle reader."""
+(docs/foreign-inputs.md). A path none recognises is left to the dldoctor bundle reader;
+`open_input` is the one opener of all of them, for `--from` and `diff` alike."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 
 from dldoctor.host.base import Host
 from dldoctor.snapshots.archive import (
@@ -82,3 +84,23 @@ def open_foreign(path: str, cleanup: contextlib.ExitStack) -> tuple[Host, str] |
         if recognise(path):
             return open_(path, cleanup)
     return None
+
+
+def open_input(path: str, cleanup: contextlib.ExitStack) -> tuple[Callable[[], Host], str]:
+    """What `--from PATH` reads, whatever its kind: (a function making its Host, the folder
+    it reads, extracted for the life of `cleanup` from an archive). Defects are BundleError,
+    naming `path`."""
+    from dldoctor.host.replay import ReplayHost
+    from dldoctor.snapshots.archive import read_bundle
+
+    foreign = open_foreign(path, cleanup)
+    if foreign is not None:
+        return (lambda: foreign[0]), foreign[1]
+    reader, changed = read_bundle(path, cleanup)
+    if changed:  # worth knowing, not a reason to refuse (an archive's differences are)
+        log.warning(
+            "%s: bundle files differ from its manifest (edited by hand?): %s",
+            path,
+            ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else ""),
+        )
+    return (lambda: ReplayHost(reader, label=path)), reader.path

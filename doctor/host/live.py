@@ -39,6 +39,7 @@ from dldoctor.host.base import (
     call_with_timeout,
     capped_listing,
     command_key,
+    file_name_text,
     seconds,
 )
 from dldoctor.host.paths import resolve_in_root
@@ -301,11 +302,15 @@ class LiveHost(Host):
 
     def listdir(self, path: str) -> Answer:
         return capped_listing(
-            self._fs(LIST, path, lambda: tuple(sorted(os.listdir(self._real(path)))))
+            self._fs(
+                LIST, path, lambda: tuple(sorted(map(file_name_text, os.listdir(self._real(path)))))
+            )
         )
 
     def readlink(self, path: str) -> Answer:
-        return self._fs(LINK, path, lambda: os.readlink(self._real(path, follow_last=False)))
+        return self._fs(
+            LINK, path, lambda: file_name_text(os.readlink(self._real(path, follow_last=False)))
+        )
 
     def statvfs(self, path: str) -> Answer:
         def stat() -> dict[str, int]:

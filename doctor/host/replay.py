@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import errno
 import os
 import stat
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from dldoctor.host.base import (
     OutputBudget,
     capped_listing,
     command_key,
+    file_name_text,
 )
 from dldoctor.snapshots.bundle import (
     BundleReader,
@@ -56,8 +56,10 @@ def _from_meta(op: str, key: str, meta: dict[str, Any], value: Any = None) -> An
 class ReplayHost(Host):
     kind = "replay"
 
-    def __init__(self, bundle: str | BundleReader):
+    def __init__(self, bundle: str | BundleReader, *, label: str = ""):
         self.bundle = bundle if isinstance(bundle, BundleReader) else BundleReader(bundle)
+        # what the user gave: an archive's extracted folder is gone once the run ends
+        self.label = label or self.bundle.path
         # A bundle converted from an nvidia-bug-report: what it lacks was never looked at.
         converted = self.bundle.manifest.get("absent") == NOT_CAPTURED
         self.absent = NOT_CAPTURED if converted else MISSING
@@ -69,7 +71,7 @@ class ReplayHost(Host):
         return Answer(op, key, self.absent, error=error)
 
     def describe(self) -> str:
-        return f"replay of {self.bundle.path}"
+        return f"replay of {self.label}"
 
     def _guard(self, op: str, key: str, fn) -> Answer:
         # Odd bundle content (a loop of links, a folder where a file belongs) is an answer,
@@ -91,26 +93,27 @@ class ReplayHost(Host):
                         raise ValueError(f"content_b64 of {path}: {exc}") from None
                     value = value[:max_bytes]
                 return _from_meta(READ, path, meta, value)
-            # One open and one fstat, not a stat per check: a 64-GPU replay reads thousands
-            # of files. The last part is opened without following it; only a link there
-            # (ELOOP) takes the full resolution inside the bundle. Non-blocking, so a FIFO
-            # planted in a bundle cannot hang the open.
+            # A stat, then one open and one fstat: a FIFO or a device planted in a bundle is
+            # never opened (opening a device runs its driver), and a file swapped in since
+            # is not read. The last part is looked at without following it; only a link
+            # there takes the full resolution inside the bundle. Non-blocking, so a FIFO
+            # swapped in cannot hang the open.
             flags = os.O_RDONLY | os.O_NONBLOCK
             try:
-                try:
-                    fd = os.open(self.bundle.files_path(path, follow_last=False),
-                                 flags | os.O_NOFOLLOW)  # fmt: skip
-                except OSError as exc:
-                    if exc.errno != errno.ELOOP:
-                        raise
-                    fd = os.open(self.bundle.files_path(path), flags)
+                real = self.bundle.files_path(path, follow_last=False)
+                mode = os.lstat(real).st_mode
+                if stat.S_ISLNK(mode):
+                    real = self.bundle.files_path(path)
+                    mode = os.stat(real).st_mode
+                if not stat.S_ISREG(mode):
+                    why = "is a directory" if stat.S_ISDIR(mode) else "not a regular file"
+                    return Answer(READ, path, ERROR, error=why)
+                fd = os.open(real, flags | os.O_NOFOLLOW)
             except (FileNotFoundError, NotADirectoryError):
                 return self._lacks(READ, path)
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the stat
                 os.close(fd)
-                why = "is a directory" if stat.S_ISDIR(mode) else "not a regular file"
-                return Answer(READ, path, ERROR, error=why)
+                return Answer(READ, path, ERROR, error="not a regular file")
             with open(fd, "rb") as f:
                 return Answer(READ, path, OK, f.read(max_bytes))
 
@@ -127,7 +130,7 @@ class ReplayHost(Host):
             real = self.bundle.files_path(path)
             if not os.path.isdir(real):
                 return self._lacks(LIST, path)
-            return Answer(LIST, path, OK, tuple(sorted(os.listdir(real))))
+            return Answer(LIST, path, OK, tuple(sorted(map(file_name_text, os.listdir(real)))))
 
         return capped_listing(self._guard(LIST, path, listdir))
 
@@ -138,7 +141,7 @@ class ReplayHost(Host):
                 return _from_meta(LINK, path, meta, meta.get("target"))
             real = self.bundle.files_path(path, follow_last=False)
             if os.path.islink(real):
-                return Answer(LINK, path, OK, os.readlink(real))
+                return Answer(LINK, path, OK, file_name_text(os.readlink(real)))
             if os.path.exists(real):
                 return Answer(LINK, path, ERROR, error="not a symbolic link")
             return self._lacks(LINK, path)

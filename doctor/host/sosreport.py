@@ -17,11 +17,11 @@ import fnmatch
 import os
 import posixpath
 import re
-import shlex
 import threading
 from collections.abc import Sequence
 from typing import Any
 
+from dldoctor import shellwords
 from dldoctor.host.base import (
     DEFAULT_MAX_BYTES,
     ERROR,
@@ -270,7 +270,7 @@ class SosReportHost(ReplayHost):
                 if not isinstance(c, dict) or not isinstance(c.get("exec"), str):
                     continue
                 try:
-                    argv = _sos_argv(shlex.split(c["exec"]))
+                    argv = _sos_argv(shellwords.split(c["exec"]))
                 except ValueError:  # unbalanced quotes: not a command line we ask for
                     continue
                 path = c.get("filepath")
