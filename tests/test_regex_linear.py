@@ -340,10 +340,14 @@ def test_os_release_line_of_a_megabyte():  # 20-34 s (shlex, a character at a ti
 
 def test_bug_report_command_line_of_a_megabyte():
     from dldoctor.host.bugreport import command_words
+    from dldoctor.shellwords import split
 
-    words = _timed(command_words, '/usr/bin/lspci -d "' + "1" * 1_000_000 + '" -v')
-    assert words[0] == "lspci" and len(words[2]) == 1_000_000
-    assert _timed(command_words, 'lspci "' + "a" * 1_000_000) == ()  # unbalanced: no command
+    assert _timed(command_words, '/usr/bin/lspci -d "' + "1" * 1_000_000 + '" -v') == ()
+    assert command_words('/usr/bin/lspci -d "10de:*" -v') == ("lspci", "-d", "10de:*", "-v")
+    # the splitter itself (sos's reader calls it too) on the megabyte line
+    words = _timed(split, '/usr/bin/lspci -d "' + "1" * 1_000_000 + '" -v')
+    assert words[0] == "/usr/bin/lspci" and len(words[2]) == 1_000_000
+    assert _timed(command_words, 'lspci "' + "a" * 1_000) == ()  # unbalanced: no command
 
 
 def test_deepspeed_info_of_1_6_mb():  # 4.7 s: the whole file parsed as Python

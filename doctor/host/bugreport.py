@@ -288,7 +288,7 @@ def command_words(name: str) -> tuple[str, ...]:
     """A command section's line as the argv a fact would ask: the program's base name and
     its arguments, shell quoting undone (`/usr/bin/lspci -d "10de:*" -v -xxx`)."""
     if len(name) > MAX_COMMAND_LINE:
-        return ()  # no fact asks it; and shlex takes seconds per MiB
+        return ()  # no fact asks a command that long
     try:
         words = shellwords.split(name)
     except ValueError:
