@@ -27,7 +27,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from dldoctor import slurm, tomllines
+from dldoctor import model, slurm, tomllines
 from dldoctor.cudacompat import judge
 from dldoctor.facts import (
     acs,
@@ -159,6 +159,7 @@ PARSERS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "command_words": (bugreport.command_words, ()),
     "mdadm_section": (lambda t: sosreport.mdadm_section(t, "/dev/md0"), ()),
     "shorten": (lambda t: npd.shorten(t, 80), ()),
+    "quoted": (lambda t: model.quoted(t, model.SUMMARY_CHARS), ()),
     "remediation_text": (findings.remediation_text, ()),
     "commands_in": (findings.commands_in, ()),
     # policy text, and the host files a fix edits
@@ -251,6 +252,7 @@ SEEDS = {
     "command_words": '/usr/bin/lspci -d "10de:*" -v -xxx',
     "mdadm_section": "/dev/md0:\n     Raid Level : raid1\n/dev/md1:\n     Raid Level : raid0\n",
     "shorten": "GPU 0 has fallen off the bus: Xid 79 on 0000:18:00.0",
+    "quoted": "/etc/os-release: PRETTY_NAME=\"Ubuntu 22.04.4 LTS\"",
     "remediation_text": "Run `nvidia-smi -r` then `sudo systemctl restart nvidia-fabricmanager`.",
     "commands_in": "Run `nvidia-smi -r` then `sudo systemctl restart nvidia-fabricmanager`.",
     "basic_string": 'a "quoted" \\ path\twith\x01control',
