@@ -51,10 +51,14 @@ SNAPSHOT_DEADLINE = 20
 MARGIN_S = 4
 
 
-def measured(tmp_path: Path, *args: str) -> tuple[int, float, float, bytes, bytes]:
-    """(exit code, seconds, peak MiB, stdout, stderr) of `dldoctor *args`."""
-    tools = sorted({*TOOLS, *(argv[0] for argv in EXTRAS)})
-    bindir = misbehaving_tools(tmp_path / "bin", tools)
+def measured(
+    tmp_path: Path, *args: str, bindir: Path | None = None
+) -> tuple[int, float, float, bytes, bytes]:
+    """(exit code, seconds, peak MiB, stdout, stderr) of `dldoctor *args`, with the tools
+    of `bindir` (by default every tool misbehaving) first on PATH."""
+    if bindir is None:
+        tools = sorted({*TOOLS, *(argv[0] for argv in EXTRAS)})
+        bindir = misbehaving_tools(tmp_path / "bin", tools)
     nvml = tmp_path / "nvml"
     nvml.mkdir()
     (nvml / "pynvml.py").write_text('raise ImportError("no pynvml in this test")\n')
@@ -265,3 +269,23 @@ def test_replayed_commands_share_one_output_budget(tmp_path):
         "them, the most kept"
     )
     assert host.output_budget.left == 500  # the refused ones took nothing
+
+
+def test_a_tool_that_prints_15_mib_of_garbage_once_is_stopped_at_its_facts_cap(tmp_path):
+    # Under the 16 MiB cap of any command, a parser made 151 MiB (getconf) and 216 MiB (the
+    # Python probe) of it: each program's output is capped at what its fact reads.
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(os.urandom(15 << 20))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("python3", "getconf"):
+        fake_command(bindir, tool, f"cat {garbage}")
+    code, elapsed, peak, out, err = measured(
+        tmp_path, "--check", "--json", "--only", "system.python,system.libc",
+        "--deadline", str(DEADLINE), bindir=bindir,
+    )  # fmt: skip
+    bounded(elapsed, peak)
+    assert code == 3, err  # a probe that failed says nothing of the host
+    found = report_of(out)
+    assert {found[c]["status"] for c in ("system.python", "system.libc")} == {"error"}
+    assert "truncated at 4096 bytes" in json.dumps(found["system.libc"])

@@ -30,6 +30,32 @@ READ, LIST, LINK, RUN, STATVFS, PROBE = "read", "list", "link", "run", "statvfs"
 # What a command's stdout may print before it is stopped (a 64-GPU `nvidia-smi -q -x`, a
 # long boot's kernel journal).
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+# What a command's stdout may hold, by program: what its fact reads, with room for the
+# largest real host. A parser makes many objects of its text: 15 MiB of binary garbage
+# printed once by `getconf` peaked at 151 MiB, by the Python probe at 216 MiB, under the
+# 16 MiB cap. The others (lspci's hex dumps, the kernel log) print MiBs on big hosts.
+STDOUT_CAPS = {
+    "getconf": 4 << 10,  # one line: GNU_LIBC_VERSION
+    "date": 4 << 10,
+    "nvcc": 64 << 10,  # --version
+    "systemctl": 1 << 20,  # is-active, show of a few units
+    "numactl": 1 << 20,
+    "mdadm": 1 << 20,
+    "python3": 1 << 20,  # the probe: its interpreter's version and paths, as JSON
+    "nvidia-smi": 4 << 20,  # -q -x: ~50 KiB a GPU, 16 GPUs with room to spare
+    "ldconfig": 4 << 20,  # -p of a conda-heavy host is about 1 MiB
+    "rocm-smi": 4 << 20,
+    "nvme": 4 << 20,
+    "smartctl": 4 << 20,
+}
+
+
+def stdout_cap(argv: Sequence[str]) -> int:
+    """The most of `argv`'s stdout that is kept (the program named by path or by name)."""
+    program = argv[0].rsplit("/", 1)[-1] if argv else ""
+    return STDOUT_CAPS.get(program, DEFAULT_MAX_BYTES)
+
+
 # A listing holds at most this many names: a big server has a few thousand PCI functions
 # or network interfaces; 30,000 planted in a bundle's /sys/bus/pci/devices kept the PCI
 # facts busy (and starved the report of the interpreter lock) past the deadline.
@@ -139,7 +165,6 @@ class OutputBudget:
     def give(self, n: int) -> None:
         with self.lock:
             self.left += n
-
 
 
 def capped_listing(answer: Answer) -> Answer:

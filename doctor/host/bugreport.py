@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from dldoctor import shellwords
 from dldoctor.host.base import (
+    ERROR,
     LINK,
     LIST,
     MAX_READ_BYTES,
@@ -37,6 +38,7 @@ from dldoctor.host.base import (
     CommandResult,
     Host,
     command_key,
+    stdout_cap,
 )
 
 SEPARATOR = b"_" * 44
@@ -350,6 +352,9 @@ class BugReportHost(Host):
         for candidate in (words, ALIASES.get(words)):
             section = self.commands.get(candidate) if candidate else None
             if section is not None:
+                if len(section.body) > stdout_cap(argv):  # as a live run of it: no answer
+                    why = f"its section is larger than {stdout_cap(argv)} bytes, the most kept"
+                    return Answer(RUN, key, ERROR, error=why)
                 # The script merges stderr into stdout and keeps no exit status.
                 return Answer(RUN, key, OK, CommandResult(0, section.body, b""))
         return self._absent(RUN, key)

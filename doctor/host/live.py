@@ -41,6 +41,7 @@ from dldoctor.host.base import (
     command_key,
     file_name_text,
     seconds,
+    stdout_cap,
 )
 from dldoctor.host.paths import resolve_in_root
 from dldoctor.reaper import end_tree, orphans
@@ -388,7 +389,8 @@ class LiveHost(Host):
         if proc is None:
             return Answer(op, key, ERROR, error="not run: dldoctor is exiting")
         try:
-            out, err, over = self._collect(proc, start + limit)
+            cap = min(self.max_stdout, stdout_cap(argv)) if op == RUN else self.max_stdout
+            out, err, over = self._collect(proc, start + limit, cap)
             if out is None:  # the deadline came first
                 _kill_group(proc)
                 CHILDREN.end_orphans()  # what it started outside its group (holding the pipe)
@@ -418,14 +420,16 @@ class LiveHost(Host):
                           timeout_s=limit)  # fmt: skip
         return Answer(op, key, OK, result, duration_s=duration, timeout_s=limit)
 
-    def _collect(self, proc: subprocess.Popen, deadline: float) -> tuple[bytes | None, bytes, str]:
+    def _collect(
+        self, proc: subprocess.Popen, deadline: float, max_stdout: int
+    ) -> tuple[bytes | None, bytes, str]:
         """Read stdout and stderr as they stream, each up to its cap, until both end.
 
         (stdout, stderr, "") at end of output; (None, b"", "") at the deadline; what was
         read and why it stopped ("output truncated at ...") when a stream went over its cap.
         Memory stays bounded by the caps whatever the command prints.
         """
-        caps = {"stdout": self.max_stdout, "stderr": self.max_stderr}
+        caps = {"stdout": max_stdout, "stderr": self.max_stderr}
         kept = {"stdout": bytearray(), "stderr": bytearray()}
         over = ""
         budget = self.output_budget

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from dldoctor.host.base import (
-    DEFAULT_MAX_BYTES,
     ERROR,
     LINK,
     LIST,
@@ -31,6 +30,7 @@ from dldoctor.host.base import (
     capped_listing,
     command_key,
     file_name_text,
+    stdout_cap,
 )
 from dldoctor.snapshots.bundle import (
     BundleReader,
@@ -187,7 +187,8 @@ class ReplayHost(Host):
                 value = None
                 if status_of(meta) == OK:
                     sizes = 0
-                    for name, cap in (("stdout", DEFAULT_MAX_BYTES), ("stderr", MAX_STDERR_BYTES)):
+                    caps = {"stdout": stdout_cap(argv), "stderr": MAX_STDERR_BYTES}
+                    for name, cap in caps.items():
                         # As a live run of the same command: over the cap, no answer. Told
                         # by its size, not read: commands are replayed many at once.
                         size = self.bundle.size(f"{folder}/{name}")
@@ -205,7 +206,7 @@ class ReplayHost(Host):
                         return Answer(RUN, key, ERROR, error=why)
                     value = CommandResult(
                         int(meta.get("returncode", 0)),
-                        self.bundle.read_bytes(f"{folder}/stdout", DEFAULT_MAX_BYTES) or b"",
+                        self.bundle.read_bytes(f"{folder}/stdout", caps["stdout"]) or b"",
                         self.bundle.read_bytes(f"{folder}/stderr", MAX_STDERR_BYTES) or b"",
                     )
                 return _from_meta(RUN, key, meta, value)

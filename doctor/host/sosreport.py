@@ -23,7 +23,6 @@ from typing import Any
 
 from dldoctor import shellwords
 from dldoctor.host.base import (
-    DEFAULT_MAX_BYTES,
     ERROR,
     LINK,
     LIST,
@@ -40,6 +39,7 @@ from dldoctor.host.base import (
     Answer,
     CommandResult,
     command_key,
+    stdout_cap,
 )
 from dldoctor.host.replay import ReplayHost
 from dldoctor.snapshots.bundle import BundleError, BundleReader
@@ -446,17 +446,17 @@ class SosReportHost(ReplayHost):
                     return Answer(RUN, key, NOT_INSTALLED, error=why)
                 why = f"sos kept no output (plugin {record['plugin']}, exit {record['exit']})"
                 return Answer(RUN, key, ERROR, error=why)
-            return self._output(key, record, device)
+            return self._output(key, record, device, stdout_cap(argv))
         why = _reason(f"command `{key}`", RUN_BY.get(_program(argv), ""))
         return Answer(RUN, key, NOT_CAPTURED, error=why)
 
-    def _output(self, key: str, record: dict, device: str) -> Answer:
-        data = self.bundle.read_bytes(record["file"], DEFAULT_MAX_BYTES + 1)
+    def _output(self, key: str, record: dict, device: str, cap: int) -> Answer:
+        data = self.bundle.read_bytes(record["file"], cap + 1)
         if data is None:
             why = f"{record['file']} is listed in the manifest but not a file in the report"
             return Answer(RUN, key, ERROR, error=why)
-        if len(data) > DEFAULT_MAX_BYTES:
-            why = f"{record['file']} is larger than {DEFAULT_MAX_BYTES} bytes"
+        if len(data) > cap:
+            why = f"{record['file']} is larger than {cap} bytes, the most kept of its command"
             return Answer(RUN, key, ERROR, error=why)
         if record["exit"] == _EXIT_TIMEOUT:
             why = f"sos's run of it timed out (plugin {record['plugin']})"
