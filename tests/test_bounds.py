@@ -39,7 +39,6 @@ from tests.conftest import HOSTS
 from tests.faults import SPARSE_BYTES, misbehaving_bundle, misbehaving_tools
 from tests.test_deadline import MARK, TOOLS, left_behind
 from tests.test_host_live import fake_command
-from tests.test_output_cap import _high_water_kib
 
 SOURCE = HOSTS / "hgx-h100x8-raid-degraded"
 PEAK_MIB = 100
@@ -49,6 +48,18 @@ DEADLINE = 8
 SNAPSHOT_DEADLINE = 20
 # Generous: start-up on a loaded machine, and the watchdog's own slack.
 MARGIN_S = 4
+
+
+def _high_water_kib(pid: int) -> int:
+    """The process's peak resident memory so far (VmHWM). Not wait4's ru_maxrss: Linux
+    carries the forking parent's resident size over fork and exec into it, and pytest's
+    own is well past 100 MiB by the time this runs."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            line = next((ln for ln in f if ln.startswith("VmHWM:")), "VmHWM: 0 kB")
+    except OSError:  # exited between two polls
+        return 0
+    return int(line.split()[1])
 
 
 def measured(

@@ -135,7 +135,23 @@ def _hang_up(socket: str, command: str, shown: str, before) -> None:
     pid = _app_pid(socket)
     before()
     _tmux(socket, "kill-session", "-t", "t")
-    assert _gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal"
+    assert _gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal: {_stuck(pid)}"
+
+
+def _stuck(pid: int) -> str:
+    """Where each thread of `pid` waits: what a failure needs to be understood."""
+    said = []
+    for task in sorted(os.listdir(f"/proc/{pid}/task")):
+        folder = f"/proc/{pid}/task/{task}"
+        parts = []
+        for name in ("comm", "wchan", "stat", "stack"):
+            try:
+                with open(f"{folder}/{name}") as f:
+                    parts.append(f.read().strip().replace("\n", " | ")[:300])
+            except OSError as exc:
+                parts.append(type(exc).__name__)
+        said.append(f"[{task}] " + " ; ".join(parts))
+    return "\n".join(said)
 
 
 def test_a_closed_terminal_removes_the_unpacked_copy_of_a_packed_bundle(tmp_path):
