@@ -100,3 +100,17 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("deep" if os.environ.get("DLDOCTOR_DEEP") == "1" else "default")
+
+
+def watch_opens(monkeypatch) -> list[str]:
+    """Every path os.open is asked for from now on, for a test to show what was never
+    opened (a FIFO, a device, a file behind a link)."""
+    opened: list[str] = []
+    real_open = os.open
+
+    def watched_open(path, *args, **kwargs):
+        opened.append(os.fsdecode(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", watched_open)
+    return opened

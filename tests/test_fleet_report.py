@@ -12,7 +12,7 @@ import pytest
 from dldoctor.fleet.nodes import MAX_REPORT_BYTES, parse
 from dldoctor.fleet.report import fold
 from tests import fleetgen
-from tests.conftest import HOSTS, run_dldoctor
+from tests.conftest import HOSTS, run_dldoctor, watch_opens
 
 NAMES = [f"node{i:03d}" for i in range(1, 41)]
 ODD = {
@@ -334,14 +334,7 @@ def test_a_device_or_fifo_is_never_opened(tmp_path, monkeypatch):
     from dldoctor.fleet.nodes import load
 
     os.mkfifo(tmp_path / "fifo.json")
-    opened: list[str] = []
-    real_open = os.open
-
-    def watched_open(path, *args, **kwargs):
-        opened.append(os.fsdecode(path))
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", watched_open)
+    opened = watch_opens(monkeypatch)
     for path in ("/dev/null", str(tmp_path / "fifo.json")):
         assert load(path).detail == "not a regular file"
     assert opened == []

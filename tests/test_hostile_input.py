@@ -29,6 +29,7 @@ from dldoctor.facts.toolkit import cuda_version_from_header, parse_version_json
 from dldoctor.host.replay import ReplayHost
 from dldoctor.versions import at_least, version_tuple
 from tests.bundlebuilder import BundleBuilder
+from tests.conftest import watch_opens
 
 HUGE = "1" * 4301  # one digit past int()'s default limit for a string
 DEEP = "[" * 990  # past the JSON decoder's recursion limit under pytest's stack
@@ -309,14 +310,7 @@ def test_a_fifo_in_a_bundle_is_never_opened(tmp_path, monkeypatch):
     (host / "files" / "proc" / "cpuinfo").unlink()
     os.symlink("meminfo", host / "files" / "proc" / "cpuinfo")  # a link to it, inside
     replay = ReplayHost(str(host))
-    opened: list[str] = []
-    real_open = os.open
-
-    def watched_open(path, *args, **kwargs):
-        opened.append(os.fsdecode(path))
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", watched_open)
+    opened = watch_opens(monkeypatch)
     for path in ("/proc/meminfo", "/proc/cpuinfo"):
         answer = replay.read(path)
         assert (answer.status, answer.error) == ("error", "not a regular file")

@@ -172,25 +172,25 @@ def test_the_readme_example_writes_where_debian_node_exporter_reads():
     assert "/var/lib/prometheus/node-exporter" in (root / "docs" / "prometheus.md").read_text()
 
 
-def test_fix_history_into_a_full_stdout_is_exit_6(tmp_path):
+def said_full_in_one_line(*args: str) -> None:
+    """`dldoctor *args > /dev/full`: exit 6, and one line saying so."""
     import subprocess
     import sys
 
+    with open("/dev/full", "w") as full:  # the shell's `> /dev/full`
+        proc = subprocess.run([sys.executable, "-m", "dldoctor", *args], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 6, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "No space left" in proc.stderr
+
+
+def test_fix_history_into_a_full_stdout_is_exit_6(tmp_path):
     from tests.test_fix_command import FIX, _setup
 
     root, _, env = _setup(tmp_path)
     applied = run_dldoctor("fix", FIX, "--apply", "--yes", "--root", str(root), env=env)
     assert applied.returncode == 0, applied.stderr
-    with open("/dev/full", "w") as full:  # the shell's `> /dev/full`
-        proc = subprocess.run(
-            [sys.executable, "-m", "dldoctor", "fix", "--history", "--root", str(root)],
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-        )
-    assert proc.returncode == 6, proc.stderr
-    assert proc.stderr.strip().count("\n") == 0 and "No space left" in proc.stderr
+    said_full_in_one_line("fix", "--history", "--root", str(root))
 
 
 def test_snapshot_help_offers_only_what_a_snapshot_uses():
@@ -320,17 +320,5 @@ def test_a_fix_step_still_leaves_a_regular_file_never_writing_through(tmp_path):
 )  # fmt: skip
 def test_help_into_a_full_stdout_is_exit_6(args):
     # argparse swallows the write's error: the help went nowhere and the exit said 0
-    import subprocess
-    import sys
-
-    with open("/dev/full", "w") as full:
-        proc = subprocess.run(
-            [sys.executable, "-m", "dldoctor", *args],
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-        )
-    assert proc.returncode == 6, proc.stderr
-    assert proc.stderr.strip().count("\n") == 0 and "No space left" in proc.stderr
+    said_full_in_one_line(*args)
     assert run_dldoctor(*args).returncode == 0  # the same into a pipe: the help, exit 0
