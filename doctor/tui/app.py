@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import termios
 import threading
 import time
@@ -64,6 +65,10 @@ class DoctorApp(App):
             time.sleep(0.1)
         # os._exit skips atexit and the caller's cleanup: both are done here, or a hangup
         # would strand the commands running and the unpacked copy of a bundle in $TMPDIR.
+        # Once the terminal is gone Textual's input thread spins on its end of file, holding
+        # the interpreter lock: each file the clean-up removes would wait out a whole switch
+        # interval (5 ms) to get it back, and a bundle's thousands took past 10 s.
+        sys.setswitchinterval(1e-5)
         from dldoctor.host.live import kill_children
 
         kill_children()
