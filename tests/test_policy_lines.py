@@ -191,7 +191,7 @@ def test_pci_addresses_with_a_wide_domain_are_accepted(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("[memory]\nmin_total_gib = " + "9" * 309 + "\n", "memory.min_total_gib must be a finite"),
     ("x = " + "[" * 600 + "]" * 600 + "\n", "nested more than 32 deep"),
-    ("[cpu]\nmin_cores = " + "1" * 4400 + "\n", "4300 digits"),
+    ("[cpu]\nmin_cores = " + "1" * 4400 + "\n", "4400 digits"),
     ("a" + ".a" * 50_000 + " = 1\n", "a dotted key of more than 32 parts"),
     ("[" + "a." * 50_000 + "a]\n", "a dotted key of more than 32 parts"),
     ("# x\n" * 300_000, "larger than 1 MiB"),
