@@ -672,29 +672,26 @@ def _write_outputs(args: argparse.Namespace, report) -> ExitCode:
             attempt(lambda path=path, f=f: _write_file(path, f.render(report)))
     if args.output:
         attempt(lambda: _write_file(args.output, fmt.render(report)))
-    elif fmt.name == "json":
-        from dldoctor.render.jsondoc import render_json
-
-        attempt(lambda: _write_output(lambda: render_json(report)))
-    elif fmt.name == "text":
-        from dldoctor.render.text import render_text
-
-        attempt(
-            lambda: _write_output(
-                lambda: render_text(report, verbose=args.verbose, color=args.color)
-            )
-        )
     else:
-        data = fmt.render(report)
-        attempt(
-            lambda: _write_output(
-                lambda: (sys.stdout.buffer.write(data), sys.stdout.buffer.flush())
-            )
-        )
+        attempt(lambda: _write_output(_stdout_writer(fmt, args, report)))
     if failed:
         raise OutputError("; ".join(failed))
     code = fmt.exit_code(report)
     return exit_code_for(report.findings, strict=args.strict) if code is None else code
+
+
+def _stdout_writer(fmt, args: argparse.Namespace, report):
+    """What prints the report in `fmt` on stdout: JSON and text stream as they render."""
+    if fmt.name == "json":
+        from dldoctor.render.jsondoc import render_json
+
+        return lambda: render_json(report)
+    if fmt.name == "text":
+        from dldoctor.render.text import render_text
+
+        return lambda: render_text(report, verbose=args.verbose, color=args.color)
+    data = fmt.render(report)
+    return lambda: (sys.stdout.buffer.write(data), sys.stdout.buffer.flush())
 
 
 def _write_output(write) -> None:
