@@ -36,6 +36,7 @@ from dldoctor.fixes.plan import (
 )
 from dldoctor.fixes.verify import BOOT_ID, after_boot, recheck, verdict
 from dldoctor.host.live import LiveHost
+from dldoctor.policy import Policy
 from tests.conftest import HOSTS, report_of, run_dldoctor
 from tests.test_fix_plan import Recorder, tree
 
@@ -142,7 +143,7 @@ def restored_but_the_session(root, before) -> bool:
 
 
 def plan_for(root, env, fix_id):
-    return builder(fix_id)(Facts(LiveHost(str(root), env=env)))
+    return builder(fix_id)(Facts(LiveHost(str(root), env=env)), Policy())
 
 
 @pytest.mark.parametrize(
@@ -205,7 +206,7 @@ def test_memlock_on_a_containerd_node_passes_once_systemd_reloaded(tmp_path, rel
     # infinity right after the reload (containerd itself keeps 8 MiB until its restart),
     # and this process is already unlimited (90-rdma.conf): so it passes now, but what
     # runs keeps the old limit until the reboot the plan asks for.
-    statuses = recheck(plan.resolves, LiveHost(str(root), env=env))
+    statuses = recheck(plan.resolves, LiveHost(str(root), env=env), Policy())
     assert statuses == {"limits.memlock": "pass"}
     assert verdict(plan, statuses, rebooted=False) == (
         "pending a reboot (its checks already pass on the configuration)"
@@ -214,7 +215,9 @@ def test_memlock_on_a_containerd_node_passes_once_systemd_reloaded(tmp_path, rel
     undo(record["id"], target)
     assert runner.ran == [["systemctl", "daemon-reload"]] * 2  # reloaded after the restore
     assert {k: v for k, v in tree(root).items() if "var/lib/dldoctor" not in k} == before
-    assert recheck(plan.resolves, LiveHost(str(root), env=env)) == {"limits.memlock": "warn"}
+    assert recheck(plan.resolves, LiveHost(str(root), env=env), Policy()) == {
+        "limits.memlock": "warn"
+    }
 
 
 @pytest.mark.parametrize("release_from", FAMILIES)
@@ -228,15 +231,15 @@ def test_nofile_is_pending_until_a_new_session(tmp_path, release_from):
     assert runner.ran == [["systemctl", "daemon-reload"]]
     # limits.nofile judges this process's soft limit, still 1024: only a new session (or
     # the reboot) gets the limits.d value.
-    statuses = recheck(plan.resolves, LiveHost(str(root), env=env))
+    statuses = recheck(plan.resolves, LiveHost(str(root), env=env), Policy())
     assert statuses == {"limits.nofile": "warn"}
     record["verdict"] = verdict(plan, statuses, rebooted=False)
     assert record["verdict"] == "pending a reboot"
     Journal(target).save(record)
-    assert after_boot(target, LiveHost(str(root), env=env)) == []  # same boot
+    assert after_boot(target, LiveHost(str(root), env=env), Policy()) == []  # same boot
 
     new_session(root, "nofile", "1048576")
-    (judged,) = after_boot(target, LiveHost(str(root), env=env))
+    (judged,) = after_boot(target, LiveHost(str(root), env=env), Policy())
     assert judged["verdict"] == "verified after reboot"
 
     undo(record["id"], target)
@@ -256,14 +259,14 @@ def test_memlock_limited_by_limits_conf_waits_for_the_reboot(tmp_path, release_f
     record = apply(plan, target)
     assert runner.ran == []
     # This process is still at 64 KiB, and limits.conf still names a limit: warn.
-    statuses = recheck(plan.resolves, LiveHost(str(root), env=env))
+    statuses = recheck(plan.resolves, LiveHost(str(root), env=env), Policy())
     assert statuses == {"limits.memlock": "warn"}
     record["verdict"] = verdict(plan, statuses, rebooted=False)
     assert record["verdict"] == "pending a reboot"
     Journal(target).save(record)
 
     new_session(root, "memlock", "unlimited")
-    (judged,) = after_boot(target, LiveHost(str(root), env=env))
+    (judged,) = after_boot(target, LiveHost(str(root), env=env), Policy())
     assert judged["verdict"] == "verified after reboot"
     undo(record["id"], target)
     assert restored_but_the_session(root, before)
