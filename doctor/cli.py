@@ -490,7 +490,7 @@ def _main(
         return _write_snapshot(args, host, report, extras, deadline_at)
     code = _write_outputs(args, report)
     if not args.bundle:
-        _fixes_after_boot(args.root or "/", host, say=True)
+        _fixes_after_boot(args.root or "/", host, policy, say=True)
     return code
 
 
@@ -547,7 +547,7 @@ def _app(args, policy, cleanup: contextlib.ExitStack) -> ExitCode:
     specs, plugin_findings = selected_checks(args)
     from dldoctor.tui.session import Session
 
-    notices = [] if args.bundle else _fixes_after_boot(args.root or "/", make_host())
+    notices = [] if args.bundle else _fixes_after_boot(args.root or "/", make_host(), policy)
     session = Session(
         make_host,
         policy,
@@ -570,7 +570,7 @@ def _app(args, policy, cleanup: contextlib.ExitStack) -> ExitCode:
     return exit_code_for(report.findings, strict=args.strict) if report else ExitCode.OK
 
 
-def _fixes_after_boot(root: str, host, *, say: bool = False) -> list[str]:
+def _fixes_after_boot(root: str, host, policy, *, say: bool = False) -> list[str]:
     """A fix that waited for a reboot is judged by the first run after it: one line per
     fix judged ("fix X: verified after reboot (ID)"), on stderr with `say`. A glance at the
     journal folder first: runs without one (most, and every non-root one: the folder is
@@ -584,7 +584,7 @@ def _fixes_after_boot(root: str, host, *, say: bool = False) -> list[str]:
     from dldoctor.fixes.verify import after_boot
 
     try:
-        judged = after_boot(Target(root), host)
+        judged = after_boot(Target(root), host, policy)
     except (FixError, OSError, ValueError) as exc:
         log.warning("could not judge the fixes waiting for this boot: %s", exc)
         return []

@@ -2,7 +2,9 @@
 (preview, journal and backups first, rollback, undo) is `plan.py`, the re-checks after it
 `verify.py`, `dldoctor fix` is `command.py`.
 
-`REGISTRY` holds the fixes that exist, by id: where each Plan builder lives, imported only
+`REGISTRY` holds the fixes that exist, by id: where each Plan builder lives (a function of
+the facts and the run's policy, as a check is: a fix aims at the threshold its check
+judges by), imported only
 when a fix is previewed or applied (every Finding asks `known()`, `--check` included, and
 must not pay for the fix machinery). Checks keep the ids of the fixes they plan
 (`fix.gpu.persistence`), but a Finding lists only the ids `known()` here, so no report
@@ -34,8 +36,9 @@ def known(ids: Iterable[str]) -> tuple[str, ...]:
     return tuple(i for i in ids if i in REGISTRY)
 
 
-def builder(fix_id: str) -> Callable[[Any], Any] | None:
-    """The function from the facts to the fix's Plan; None for an unknown id."""
+def builder(fix_id: str) -> Callable[[Any, Any], Any] | None:
+    """The function from the facts and the policy to the fix's Plan; None for an unknown
+    id."""
     where = REGISTRY.get(fix_id)
     if where is None:
         return None

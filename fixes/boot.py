@@ -14,6 +14,7 @@ from dldoctor.fixes.gpu import family
 from dldoctor.fixes.looking import names_in
 from dldoctor.fixes.plan import Plan, RunCommand, Step, WriteFile
 from dldoctor.host.base import ProbeFailed
+from dldoctor.policy import Policy
 
 GRUB_DEFAULTS = "/etc/default/grub"
 GRUB_DEFAULTS_D = "/etc/default/grub.d"
@@ -195,7 +196,7 @@ def iommu_args(facts: Facts) -> tuple[str, ...]:
     return ("iommu=pt",) if vendor == "AuthenticAMD" else ("iommu.passthrough=1",)
 
 
-def iommu_passthrough(facts: Facts) -> Plan:
+def iommu_passthrough(facts: Facts, policy: Policy) -> Plan:
     """The host's own devices in IOMMU passthrough (identity) from the next boot on, the
     IOMMU itself left on for the devices given to VMs or containers."""
     args = iommu_args(facts)

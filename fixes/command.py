@@ -33,6 +33,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--undo", metavar="JOURNAL_ID", help="undo an applied fix")
     p.add_argument("--history", action="store_true", help="the fixes applied here")
     p.add_argument("--from", dest="bundle", metavar="BUNDLE", help="preview for a bundle")
+    p.add_argument(
+        "--policy", metavar="FILE", help="the site's policy: which findings fail, what fixes aim at"
+    )
+    p.set_defaults(timeout=None, deadline=None)  # what the policy loader also reads
     p.add_argument("--root", default="/", help=argparse.SUPPRESS)  # tests: a temporary root
     return p
 
@@ -56,7 +60,12 @@ def _host(args):
 
 
 def main(argv: list[str]) -> int:
+    """Called by cli._run, whose handlers turn an unreadable policy into its one line and
+    exit 4."""
+    from dldoctor.cli import _policy
+
     args = parser().parse_args(argv)
+    args.policy, args.policy_source = _policy(args)  # read once: listing, plan and re-check
     with contextlib.ExitStack() as cleanup:  # an archive, extracted for the preview
         if args.bundle:
             from dldoctor.snapshots.archive import read_bundle
@@ -74,7 +83,7 @@ def _main(args) -> int:
     target = target_for(args.root, args.bundle)
     try:
         if args.history:
-            return _history(target)
+            return _history(target, args.policy)
         if args.undo:
             _need_root(args, f"dldoctor fix --undo {args.undo}")
             record = undo(args.undo, target, on_recovered=said_recovered)
@@ -102,13 +111,14 @@ def need_root(root: str, command: str) -> None:
         raise FixError(f"applying a fix needs root: sudo {command}")
 
 
-def plan_for(fix_id: str, host):
+def plan_for(fix_id: str, host, policy):
+    """The fix's Plan for `host`, aimed at `policy`'s thresholds."""
     from dldoctor.facts import Facts
 
     build = builder(fix_id)
     if build is None:
         raise FixError(f"no fix {fix_id!r}; `dldoctor fix` lists the ones for this host")
-    return build(Facts(host))
+    return build(Facts(host), policy)
 
 
 # What --history and the TUI's history say of a journal left `applying`.
@@ -121,12 +131,13 @@ def said_recovered(record: dict) -> None:
 
 
 def apply_and_verify(
-    plan, target: Target, host, *, force: bool = False, on_step=None, on_recovered=None
+    plan, target: Target, host, policy, *, force: bool = False, on_step=None, on_recovered=None
 ):
     """Apply `plan`, re-run the checks it resolves through `host` (a fresh look at the
-    changed machine) and save the verdict in its journal: (record, statuses)."""
+    changed machine) under `policy` and save the verdict in its journal: (record,
+    statuses)."""
     record = apply(plan, target, force=force, on_step=on_step, on_recovered=on_recovered)
-    statuses = recheck(plan.resolves, host)
+    statuses = recheck(plan.resolves, host, policy)
     record["verdict"] = verdict(plan, statuses, rebooted=False)
     Journal(target).save(record)
     return record, statuses
@@ -138,11 +149,12 @@ def _need_root(args, command: str) -> None:
 
 def _listing(args) -> int:
     from dldoctor.diagnose import diagnose
-    from dldoctor.policy import Policy
     from dldoctor.registry import builtin_checks, ordered
 
-    report = diagnose(_host(args), Policy(), ordered(builtin_checks()))
+    report = diagnose(_host(args), args.policy, ordered(builtin_checks()))
     offered = [(f, i) for f in report.findings for i in f.fixes]
+    if args.policy_source != "built-in":  # the thresholds in the summaries are the site's
+        _say(f"judged by the policy {args.policy_source}")
     if not offered:
         _say("no finding here has a fix dldoctor can apply")
     for finding, fix_id in offered:
@@ -151,7 +163,7 @@ def _listing(args) -> int:
 
 
 def _one(args, target: Target) -> int:
-    plan = plan_for(args.id, _host(args))
+    plan = plan_for(args.id, _host(args), args.policy)
     _say(plan.preview(target))
     if not args.apply:
         _say("(a preview: nothing was changed; --apply to make the change)")
@@ -162,9 +174,11 @@ def _one(args, target: Target) -> int:
     if not args.yes and not _confirmed():
         raise FixError("not applied: no confirmation (answer y, or pass --yes)")
     record, statuses = apply_and_verify(
-        plan, target, _host(args), force=args.force, on_recovered=said_recovered
+        plan, target, _host(args), args.policy, force=args.force, on_recovered=said_recovered
     )
     checks = ", ".join(f"{k} {v}" for k, v in statuses.items())
+    if args.policy_source != "built-in":
+        checks += f"; under the policy {args.policy_source}"
     _say(f"{plan.fix_id}: applied ({record['id']}); {record['verdict']} ({checks})")
     return ExitCode.OK
 
@@ -175,10 +189,10 @@ def _confirmed() -> bool:
     return input("Apply this change? [y/N] ").strip().lower() in ("y", "yes")
 
 
-def _history(target: Target) -> int:
+def _history(target: Target, policy) -> int:
     from dldoctor.host.live import LiveHost
 
-    after_boot(target, LiveHost(target.root))  # a reboot since: judge what waited for it
+    after_boot(target, LiveHost(target.root), policy)  # a reboot since: judge what waited for it
     for record in Journal(target).history():
         state = record.get("verdict") if record["state"] == "applied" else record["state"]
         if record["state"] == "applying":  # or running now: --history takes no lock

@@ -7,6 +7,7 @@ from dldoctor.facts.nvidia import no_nvidia_device
 from dldoctor.facts.system import os_release
 from dldoctor.fixes.plan import Plan, RunCommand, WriteFile
 from dldoctor.fixes.systemd import enabled, unit_file
+from dldoctor.policy import Policy
 
 NOUVEAU_CONF = "/etc/modprobe.d/blacklist-nouveau.conf"
 NOUVEAU_LINES = (
@@ -29,7 +30,7 @@ def family(facts: Facts) -> str:
 INITRAMFS = {"debian": ("update-initramfs", "-u"), "rhel": ("dracut", "-f")}
 
 
-def blacklist_nouveau(facts: Facts) -> Plan:
+def blacklist_nouveau(facts: Facts, policy: Policy) -> Plan:
     """Nouveau kept from loading at boot: the modprobe.d file, and the initramfs rebuilt
     so that the early boot (which loads GPU drivers from it) obeys it too. Not on a host
     whose PCI bus, read in full, has no NVIDIA device: Nouveau is in no one's way there."""
@@ -66,7 +67,7 @@ PERSISTENCED = "nvidia-persistenced.service"
 PERSISTENCED_DROPIN = f"/etc/systemd/system/{PERSISTENCED}.d/90-dldoctor-persistence.conf"
 
 
-def persistence(facts: Facts) -> Plan:
+def persistence(facts: Facts, policy: Policy) -> Plan:
     """Persistence mode through the driver's daemon where its unit is installed (enabled,
     so it survives reboots); `nvidia-smi -pm 1` only where it is not."""
     host = facts.host

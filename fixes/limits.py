@@ -4,6 +4,8 @@ systemd drop-in per unit). The same files on Debian, Ubuntu and the RHEL family.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dldoctor.facts import FactFailed, Facts
 from dldoctor.facts.limits import (
     LIMITS_D,
@@ -15,9 +17,11 @@ from dldoctor.facts.limits import (
 from dldoctor.facts.reading import to_int
 from dldoctor.fixes.plan import FixError, Plan, RunCommand, WriteFile
 from dldoctor.host.base import ProbeFailed
+from dldoctor.policy import Policy
 
 # fs.nr_open's default, the highest open-file limit the kernel takes: pam_limits fails the
-# login and systemd the service start when asked for more.
+# login and systemd the service start when asked for more. The fix's target unless the
+# policy's limits.min_nofile is higher.
 NOFILE = 1048576
 NR_OPEN = "/proc/sys/fs/nr_open"
 
@@ -35,17 +39,26 @@ def below(value: Limit, wanted: Limit) -> bool:
     return value is not None and (wanted is None or value < wanted)
 
 
-def memlock(facts: Facts) -> Plan:
+def memlock(facts: Facts, policy: Policy) -> Plan:
     """Locked memory unlimited, which RDMA needs to register (pin) its buffers."""
     return raise_limit(facts, "memlock", None, "locked memory unlimited, for RDMA")
 
 
-def nofile(facts: Facts) -> Plan:
-    """1048576 open files, for DataLoader workers that share tensors through descriptors."""
+def nofile(facts: Facts, policy: Policy) -> Plan:
+    """1048576 open files, for DataLoader workers that share tensors through descriptors;
+    more where the policy's floor asks more (the check judges by it)."""
     answer = facts.host.read(NR_OPEN)
     most = to_int(answer.text.strip()) if answer.ok else None
-    wanted = min(NOFILE, most) if most else NOFILE
-    return raise_limit(facts, "nofile", wanted, f"{wanted} open files, for DataLoader workers")
+    floor = policy.limits.min_nofile
+    wanted = min(max(NOFILE, floor), most) if most else max(NOFILE, floor)
+    notes: tuple[str, ...] = ()
+    if most and most < floor:
+        notes = (
+            f"the policy asks for {floor} open files, more than fs.nr_open ({most}) lets a "
+            f"limit be: raise it first (`sysctl -w fs.nr_open={floor}` and a sysctl.d line)",
+        )
+    plan = raise_limit(facts, "nofile", wanted, f"{wanted} open files, for DataLoader workers")
+    return replace(plan, notes=(*notes, *plan.notes))
 
 
 def raise_limit(facts: Facts, item: str, wanted: Limit, title: str) -> Plan:

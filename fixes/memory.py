@@ -21,15 +21,16 @@ SHM_LINE = "tmpfs /dev/shm tmpfs defaults,nosuid,nodev,size={} 0 0\n"
 _OPTIONS = re.compile(r"([ \t]*(?:\S+[ \t]+){3})(\S+)(.*)", re.S)
 
 
-def shm_gib(facts: Facts) -> int:
+def shm_gib(facts: Facts, policy: Policy) -> int:
     """Half of the memory there is (a container's: under its cgroup limit), tmpfs's own
-    default for a new mount, in whole GiB and never below the check's floor. tmpfs takes
-    memory only for what is stored in it: the size is a ceiling, not a reservation."""
+    default for a new mount, in whole GiB and never below the policy's floor, which the
+    check judges by. tmpfs takes memory only for what is stored in it: the size is a
+    ceiling, not a reservation."""
     ram = facts.get(memory).total_bytes or 0
     limit = facts.get(cgroup_memory_limit)
     if limit and limit < ram and facts.get(container).in_container:
         ram = limit
-    return max(ram // 2 // GIB, math.ceil(Policy().memory.min_devshm_gib))
+    return max(ram // 2 // GIB, math.ceil(policy.memory.min_devshm_gib))
 
 
 def tmpfs_size(n: int) -> str:
@@ -40,11 +41,11 @@ def tmpfs_size(n: int) -> str:
     return str(n)
 
 
-def devshm(facts: Facts) -> Plan:
+def devshm(facts: Facts, policy: Policy) -> Plan:
     """/dev/shm remounted at the new size now, and the size in /etc/fstab for the boots
     (systemd remounts /dev/shm with its fstab options). In a container /dev/shm is sized
     by whoever starts it: advice only."""
-    gib = shm_gib(facts)
+    gib = shm_gib(facts, policy)
     size = f"{gib}g"
 
     def plan(steps, *notes: str) -> Plan:

@@ -9,11 +9,12 @@ from dldoctor.checks.network import ROCE_MTU, low_mtu
 from dldoctor.facts import Facts
 from dldoctor.fixes.looking import names_in
 from dldoctor.fixes.plan import Plan, RunCommand, WriteFile
+from dldoctor.policy import Policy
 
 PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf"
 
 
-def load_peermem(facts: Facts) -> Plan:
+def load_peermem(facts: Facts, policy: Policy) -> Plan:
     """nvidia_peermem loaded now and at every boot (systemd-modules-load reads
     modules-load.d on Debian, Ubuntu and the RHEL family alike)."""
     return Plan(
@@ -39,7 +40,7 @@ IFCFG = "/etc/sysconfig/network-scripts/ifcfg-{}"
 ETHERNET = ("ethernet", "802-3-ethernet")  # a keyfile's section for it, and the alias
 
 
-def roce_mtu(facts: Facts) -> Plan:
+def roce_mtu(facts: Facts, policy: Policy) -> Plan:
     """The RoCE netdevs below ROCE_MTU raised to it now (`ip link`), and in the file that
     configures each at boot: netplan, a NetworkManager keyfile, or an ifcfg file."""
     low = low_mtu(facts)

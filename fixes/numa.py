@@ -9,6 +9,7 @@ from dldoctor.facts.numa import numa_topology
 from dldoctor.facts.system import container
 from dldoctor.fixes.looking import names_in
 from dldoctor.fixes.plan import Plan, WriteAttribute, WriteFile
+from dldoctor.policy import Policy
 
 FIX = "fix.numa.balancing"
 BALANCING = "/proc/sys/kernel/numa_balancing"
@@ -18,7 +19,7 @@ SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/us
                "/lib/sysctl.d")  # fmt: skip
 
 
-def numa_balancing(facts: Facts) -> Plan:
+def numa_balancing(facts: Facts, policy: Policy) -> Plan:
     """Automatic NUMA balancing off now (the sysctl written in place) and at every boot (a
     sysctl.d file, read by systemd-sysctl on Debian, Ubuntu and the RHEL family alike). A
     memory-tiering bit (2) is kept: it never moves the pages of the CPU nodes."""

@@ -1,6 +1,7 @@
 """After a fix: the checks it claims to resolve, run again on the changed machine. A fix
 that needs a reboot is judged again by the first run after the boot (the boot id in the
-journal tells the boots apart)."""
+journal tells the boots apart). Both judge under the run's policy: a fix is verified against
+the thresholds the site checks by, not the built-in ones."""
 
 from __future__ import annotations
 
@@ -10,14 +11,13 @@ BOOT_ID = "/proc/sys/kernel/random/boot_id"
 PENDING = "pending a reboot"
 
 
-def recheck(check_ids, host) -> dict[str, str]:
-    """check id -> its status now, read through `host`."""
+def recheck(check_ids, host, policy) -> dict[str, str]:
+    """check id -> its status now under `policy`, read through `host`."""
     from dldoctor.diagnose import diagnose
-    from dldoctor.policy import Policy
     from dldoctor.registry import builtin_checks
 
     specs = [s for s in builtin_checks() if s.id in set(check_ids)]
-    return {f.id: f.status.value for f in diagnose(host, Policy(), specs).findings}
+    return {f.id: f.status.value for f in diagnose(host, policy, specs).findings}
 
 
 def verdict(plan_or_record, statuses: dict[str, str], *, rebooted: bool) -> str:
@@ -42,7 +42,7 @@ def boot_id(target: Target) -> str:
     return (target.read(BOOT_ID) or b"").decode("ascii", "replace").strip()
 
 
-def after_boot(target: Target, host) -> list[dict]:
+def after_boot(target: Target, host, policy) -> list[dict]:
     """Journals of fixes pending a reboot whose boot has passed: judged now, and saved."""
     journal = Journal(target)
     now = boot_id(target)
@@ -52,7 +52,9 @@ def after_boot(target: Target, host) -> list[dict]:
         # An undone fix waits for nothing, whatever its last verdict said.
         if record.get("state") != "applied" or not pending or record.get("boot_id") == now:
             continue
-        record["verdict"] = verdict(record, recheck(record["resolves"], host), rebooted=True)
+        record["verdict"] = verdict(
+            record, recheck(record["resolves"], host, policy), rebooted=True
+        )
         journal.save(record)
         judged.append(record)
     return judged

@@ -106,3 +106,30 @@ def test_a_bundle_archive_is_listed_and_previewed_and_a_missing_one_is_a_clear_e
     missing = run_dldoctor("fix", "--from", str(tmp_path / "none.tar.gz"))
     assert missing.returncode == 4
     assert missing.stderr == f"dldoctor: bundle not found: {tmp_path / 'none.tar.gz'}\n"
+
+
+DEFAULT_LIMITS = HOSTS / "hgx-h100x8-default-limits"  # logins at 1024 open files (soft)
+
+
+def test_the_listing_offers_only_the_fixes_for_what_fails_under_the_policy(tmp_path):
+    built_in = run_dldoctor("fix", "--from", str(DEFAULT_LIMITS))
+    assert built_in.returncode == 0, built_in.stderr
+    assert "fix.limits.nofile" in built_in.stdout and "judged by" not in built_in.stdout
+    # A site whose policy asks no more open files than the host has: limits.nofile passes
+    # there, and nothing is offered for it; what still fails keeps its fix.
+    policy = tmp_path / "site.toml"
+    policy.write_text("[limits]\nmin_nofile = 1024\n")
+    site = run_dldoctor("fix", "--from", str(DEFAULT_LIMITS), "--policy", str(policy))
+    assert site.returncode == 0, site.stderr
+    assert "fix.limits.nofile" not in site.stdout and "fix.limits.memlock" in site.stdout
+    assert site.stdout.startswith(f"judged by the policy {policy}\n")
+
+
+def test_an_unreadable_policy_is_one_line_and_exit_4(tmp_path):
+    policy = tmp_path / "site.toml"
+    policy.write_text("[limits]\nmin_nofile = 'many'\n")
+    proc = run_dldoctor("fix", "fix.limits.nofile", "--from", str(DEFAULT_LIMITS),
+                        "--policy", str(policy))  # fmt: skip
+    assert proc.returncode == 4 and proc.stdout == ""
+    assert proc.stderr.startswith(f"dldoctor: policy {policy}, line 2: limits.min_nofile")
+    assert proc.stderr.count("\n") == 1

@@ -20,6 +20,7 @@ from dldoctor.fixes.boot import GRUB_DEFAULTS, edit_grub_defaults, iommu_args, k
 from dldoctor.fixes.plan import FixError, Journal, RunCommand, Target, WriteFile, apply, undo
 from dldoctor.fixes.verify import BOOT_ID, after_boot, recheck, verdict
 from dldoctor.host.live import LiveHost
+from dldoctor.policy import Policy
 from tests.conftest import HOSTS, report_of, run_dldoctor
 from tests.test_fix_plan import Recorder, tree
 from tests.test_host_live import fake_command
@@ -141,7 +142,7 @@ def test_previewed_applied_rechecked_and_undone_byte_for_byte(tmp_path, case):
     root = _root(tmp_path, **options)
     old_file = (root / GRUB_DEFAULTS.lstrip("/")).read_text()
     old_line = _grub_line(root)
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     runner = Recorder()
     target = Target(str(root), runner)
     before = tree(root)
@@ -153,7 +154,7 @@ def test_previewed_applied_rechecked_and_undone_byte_for_byte(tmp_path, case):
     assert runner.ran == commands
     # Exactly that line changed: every other byte of the file is as it was.
     assert (root / GRUB_DEFAULTS.lstrip("/")).read_text() == old_file.replace(old_line, line)
-    statuses = recheck(plan.resolves, LiveHost(str(root)))
+    statuses = recheck(plan.resolves, LiveHost(str(root)), Policy())
     assert statuses == {"pci.iommu": "warn"}  # the running kernel still translates
     assert verdict(plan, statuses, rebooted=False) == "pending a reboot"
 
@@ -167,24 +168,30 @@ def test_previewed_applied_rechecked_and_undone_byte_for_byte(tmp_path, case):
 def test_verified_after_the_reboot(tmp_path, case):
     options, _, _, _, added = CASES[case]
     root = _root(tmp_path, **options)
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     target = Target(str(root), Recorder())
     record = apply(plan, target)
-    record["verdict"] = verdict(plan, recheck(plan.resolves, LiveHost(str(root))), rebooted=False)
+    record["verdict"] = verdict(
+        plan, recheck(plan.resolves, LiveHost(str(root)), Policy()), rebooted=False
+    )
     Journal(target).save(record)
-    assert after_boot(target, LiveHost(str(root))) == []  # same boot: nothing to judge yet
+    assert (
+        after_boot(target, LiveHost(str(root)), Policy()) == []
+    )  # same boot: nothing to judge yet
 
     boot_with(root, added)
-    (judged,) = after_boot(target, LiveHost(str(root)))
+    (judged,) = after_boot(target, LiveHost(str(root)), Policy())
     assert judged["verdict"] == "verified after reboot"
-    assert recheck(plan.resolves, LiveHost(str(root))) == {"pci.iommu": "pass"}
+    assert recheck(plan.resolves, LiveHost(str(root)), Policy()) == {"pci.iommu": "pass"}
 
 
 def test_grubby_leaves_what_the_kernel_has_and_undo_puts_back_what_it_replaced(tmp_path):
     root = _root(tmp_path, rhel=True, grubby=True)
     cmdline = root / "proc/cmdline"
     cmdline.write_text(cmdline.read_text().strip() + " intel_iommu=on iommu=nopt\n")
-    (step,) = [s for s in builder(FIX)(Facts(LiveHost(str(root)))).steps if s.touches() == ()]
+    (step,) = [
+        s for s in builder(FIX)(Facts(LiveHost(str(root))), Policy()).steps if s.touches() == ()
+    ]
     assert step == RunCommand(
         ("grubby", "--update-kernel=ALL", "--args=iommu=pt"),
         ("grubby", "--update-kernel=ALL", "--remove-args=iommu=pt", "--args=iommu=nopt"),
@@ -222,14 +229,14 @@ def test_a_command_line_it_cannot_edit_safely_is_left_alone(tmp_path, line):
     assert edit_grub_defaults(line, ("iommu=pt",)) is None
     root = _root(tmp_path)
     (root / GRUB_DEFAULTS.lstrip("/")).write_text(line)
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert plan.steps == () and "does not edit" in plan.notes[0]
 
 
 def test_no_guessed_tool_where_the_boot_loader_is_unknown(tmp_path):
     root = _root(tmp_path)
     (root / "etc/os-release").write_text('ID=plan9\nNAME="Plan 9"\n')
-    unknown = builder(FIX)(Facts(LiveHost(str(root))))
+    unknown = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert unknown.steps == () and unknown.notes == (
         "unknown distribution: add iommu=pt intel_iommu=on to the kernel command line of "
         "your boot loader and reboot",
@@ -238,10 +245,10 @@ def test_no_guessed_tool_where_the_boot_loader_is_unknown(tmp_path):
         apply(unknown, Target(str(root), Recorder()))
     shutil.copy(HOST / "files/etc/os-release", root / "etc/os-release")
     (root / GRUB_DEFAULTS.lstrip("/")).unlink()  # systemd-boot, say
-    (note,) = builder(FIX)(Facts(LiveHost(str(root)))).notes
+    (note,) = builder(FIX)(Facts(LiveHost(str(root))), Policy()).notes
     assert note.startswith(f"no {GRUB_DEFAULTS}")
     rhel7 = _root(tmp_path / "rhel", rhel=True)  # neither grubby nor a grub.cfg
-    (note,) = builder(FIX)(Facts(LiveHost(str(rhel7)))).notes
+    (note,) = builder(FIX)(Facts(LiveHost(str(rhel7))), Policy()).notes
     assert note.startswith("no grubby, and no single grub.cfg")
 
 

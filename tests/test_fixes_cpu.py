@@ -16,6 +16,7 @@ from dldoctor.fixes.cpu import TMPFILES_CONF, TUNED_PROFILE
 from dldoctor.fixes.plan import Target, apply, undo
 from dldoctor.fixes.verify import recheck, verdict
 from dldoctor.host.live import LiveHost
+from dldoctor.policy import CpuPolicy, Policy
 from tests.conftest import HOSTS, report_of, run_dldoctor
 from tests.test_fix_plan import Recorder, tree
 
@@ -55,8 +56,8 @@ def test_governor_previewed_applied_fixed_and_undone(tmp_path, release_from, tun
     if tuned:
         (root / TUNED_PROFILE.lstrip("/")).parent.mkdir(parents=True)
         (root / TUNED_PROFILE.lstrip("/")).write_text(tuned)
-    assert recheck(("cpu.governor",), LiveHost(str(root))) == {"cpu.governor": "warn"}
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    assert recheck(("cpu.governor",), LiveHost(str(root)), Policy()) == {"cpu.governor": "warn"}
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     runner = Recorder()
     target = Target(str(root), runner)
     before = tree(root)
@@ -76,7 +77,7 @@ def test_governor_previewed_applied_fixed_and_undone(tmp_path, release_from, tun
         )
     else:
         assert not (root / TMPFILES_CONF.lstrip("/")).exists()
-    statuses = recheck(plan.resolves, LiveHost(str(root)))
+    statuses = recheck(plan.resolves, LiveHost(str(root)), Policy())
     assert (
         statuses == {"cpu.governor": "pass"} and verdict(plan, statuses, rebooted=False) == "fixed"
     )
@@ -95,7 +96,7 @@ def test_cpus_without_the_governor_and_daemons_that_override_it_are_named(tmp_pa
     wants.mkdir(parents=True)
     os.symlink("/usr/lib/systemd/system/power-profiles-daemon.service",
                wants / "power-profiles-daemon.service")  # fmt: skip
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     written = [s.path for s in plan.steps if hasattr(s, "value")]
     assert len(written) == 63 and f"{CPU_ROOT}/cpu7/cpufreq/scaling_governor" not in written
     assert any(n.startswith("1 CPU(s) offer no performance governor") for n in plan.notes)
@@ -111,3 +112,22 @@ def test_the_finding_offers_the_fix_and_the_cli_applies_it(tmp_path):
     applied = run_dldoctor("fix", FIX, "--apply", "--yes", "--root", str(root))
     assert applied.returncode == 0, applied.stderr
     assert "fixed (cpu.governor pass)" in applied.stdout
+
+
+def test_the_governor_is_the_policys(tmp_path):
+    root = _root(tmp_path, "hgx-h100x8-healthy")
+    for offered in (root / CPU_ROOT.lstrip("/")).glob("cpu*/cpufreq/scaling_available_governors"):
+        offered.write_text("performance schedutil powersave\n")
+    site = Policy(cpu=CpuPolicy(governor="schedutil"))
+    assert recheck(("cpu.governor",), LiveHost(str(root)), site) == {"cpu.governor": "warn"}
+    plan = builder(FIX)(Facts(LiveHost(str(root))), site)
+    assert {s.value for s in plan.steps if hasattr(s, "value")} == {"schedutil"}
+    assert plan.steps[-1].content.endswith(b"scaling_governor - - - - schedutil\n")
+    target = Target(str(root), Recorder())
+    record = apply(plan, target)
+    assert _governors(root) == {"schedutil\n"}
+    # Verified by the site's governor: under the built-in one, schedutil is still a warning.
+    assert recheck(plan.resolves, LiveHost(str(root)), site) == {"cpu.governor": "pass"}
+    assert recheck(plan.resolves, LiveHost(str(root)), Policy()) == {"cpu.governor": "warn"}
+    undo(record["id"], target)
+    assert _governors(root) == {"powersave\n"}

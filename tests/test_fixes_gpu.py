@@ -17,6 +17,7 @@ from dldoctor.fixes.verify import BOOT_ID, after_boot, recheck, verdict
 from dldoctor.host.live import LiveHost
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Report
+from dldoctor.policy import Policy
 from tests.conftest import HOSTS
 from tests.test_fix_plan import Recorder, tree
 
@@ -54,7 +55,7 @@ def boot_without_nouveau(root) -> None:
 def test_blacklist_nouveau_previewed_applied_verified_undone(tmp_path, release_from, rebuild):
     root = _root(tmp_path, release_from)
     host = LiveHost(str(root))
-    plan = builder("fix.gpu.blacklist_nouveau")(Facts(host))
+    plan = builder("fix.gpu.blacklist_nouveau")(Facts(host), Policy())
     runner = Recorder()
     target = Target(str(root), runner)
     before = tree(root)
@@ -71,15 +72,17 @@ def test_blacklist_nouveau_previewed_applied_verified_undone(tmp_path, release_f
         .endswith("blacklist nouveau\noptions nouveau modeset=0\n")
     )
     # Still loaded until the boot: the check fails, now naming the blacklist.
-    statuses = recheck(plan.resolves, LiveHost(str(root)))
+    statuses = recheck(plan.resolves, LiveHost(str(root)), Policy())
     assert statuses == {"gpu.nouveau": "fail"}
     assert verdict(plan, statuses, rebooted=False) == "pending a reboot"
     record["verdict"] = "pending a reboot"
     Journal(target).save(record)
-    assert after_boot(target, LiveHost(str(root))) == []  # same boot: nothing to judge yet
+    assert (
+        after_boot(target, LiveHost(str(root)), Policy()) == []
+    )  # same boot: nothing to judge yet
 
     boot_without_nouveau(root)
-    (judged,) = after_boot(target, LiveHost(str(root)))
+    (judged,) = after_boot(target, LiveHost(str(root)), Policy())
     assert judged["verdict"] == "verified after reboot"
 
     undo(record["id"], target)
@@ -90,7 +93,7 @@ def test_blacklist_nouveau_previewed_applied_verified_undone(tmp_path, release_f
 def test_an_unknown_distribution_gets_no_guessed_tool(tmp_path):
     root = _root(tmp_path, "workstation-rtx4090-nouveau")
     (root / "etc/os-release").write_text('ID=plan9\nNAME="Plan 9"\n')
-    plan = builder("fix.gpu.blacklist_nouveau")(Facts(LiveHost(str(root))))
+    plan = builder("fix.gpu.blacklist_nouveau")(Facts(LiveHost(str(root))), Policy())
     assert [type(s).__name__ for s in plan.steps] == ["WriteFile"]
     assert any("rebuild the initramfs yourself" in n for n in plan.notes)
 
@@ -134,11 +137,11 @@ def test_verdict_is_fixed_only_when_every_resolved_check_passes(
 def test_a_fix_undone_before_its_reboot_is_not_judged_after_it(tmp_path):
     root = _root(tmp_path, "workstation-rtx4090-nouveau")
     target = Target(str(root), Recorder())
-    plan = builder("fix.gpu.blacklist_nouveau")(Facts(LiveHost(str(root))))
+    plan = builder("fix.gpu.blacklist_nouveau")(Facts(LiveHost(str(root))), Policy())
     record = apply(plan, target)
     record["verdict"] = "pending a reboot"
     Journal(target).save(record)
     undo(record["id"], target)
     (root / BOOT_ID.lstrip("/")).write_text("22222222-boot-two\n")
-    assert after_boot(target, LiveHost(str(root))) == []
+    assert after_boot(target, LiveHost(str(root)), Policy()) == []
     assert Journal(target).load(record["id"])["state"] == "undone"

@@ -36,6 +36,7 @@ from dldoctor.fixes.plan import (
 )
 from dldoctor.fixes.verify import BOOT_ID, after_boot, recheck, verdict
 from dldoctor.host.live import LiveHost
+from dldoctor.policy import LimitsPolicy, Policy
 from tests.conftest import HOSTS, report_of, run_dldoctor
 from tests.test_fix_plan import Recorder, tree
 
@@ -142,7 +143,7 @@ def restored_but_the_session(root, before) -> bool:
 
 
 def plan_for(root, env, fix_id):
-    return builder(fix_id)(Facts(LiveHost(str(root), env=env)))
+    return builder(fix_id)(Facts(LiveHost(str(root), env=env)), Policy())
 
 
 @pytest.mark.parametrize(
@@ -205,7 +206,7 @@ def test_memlock_on_a_containerd_node_passes_once_systemd_reloaded(tmp_path, rel
     # infinity right after the reload (containerd itself keeps 8 MiB until its restart),
     # and this process is already unlimited (90-rdma.conf): so it passes now, but what
     # runs keeps the old limit until the reboot the plan asks for.
-    statuses = recheck(plan.resolves, LiveHost(str(root), env=env))
+    statuses = recheck(plan.resolves, LiveHost(str(root), env=env), Policy())
     assert statuses == {"limits.memlock": "pass"}
     assert verdict(plan, statuses, rebooted=False) == (
         "pending a reboot (its checks already pass on the configuration)"
@@ -214,7 +215,9 @@ def test_memlock_on_a_containerd_node_passes_once_systemd_reloaded(tmp_path, rel
     undo(record["id"], target)
     assert runner.ran == [["systemctl", "daemon-reload"]] * 2  # reloaded after the restore
     assert {k: v for k, v in tree(root).items() if "var/lib/dldoctor" not in k} == before
-    assert recheck(plan.resolves, LiveHost(str(root), env=env)) == {"limits.memlock": "warn"}
+    assert recheck(plan.resolves, LiveHost(str(root), env=env), Policy()) == {
+        "limits.memlock": "warn"
+    }
 
 
 @pytest.mark.parametrize("release_from", FAMILIES)
@@ -228,15 +231,15 @@ def test_nofile_is_pending_until_a_new_session(tmp_path, release_from):
     assert runner.ran == [["systemctl", "daemon-reload"]]
     # limits.nofile judges this process's soft limit, still 1024: only a new session (or
     # the reboot) gets the limits.d value.
-    statuses = recheck(plan.resolves, LiveHost(str(root), env=env))
+    statuses = recheck(plan.resolves, LiveHost(str(root), env=env), Policy())
     assert statuses == {"limits.nofile": "warn"}
     record["verdict"] = verdict(plan, statuses, rebooted=False)
     assert record["verdict"] == "pending a reboot"
     Journal(target).save(record)
-    assert after_boot(target, LiveHost(str(root), env=env)) == []  # same boot
+    assert after_boot(target, LiveHost(str(root), env=env), Policy()) == []  # same boot
 
     new_session(root, "nofile", "1048576")
-    (judged,) = after_boot(target, LiveHost(str(root), env=env))
+    (judged,) = after_boot(target, LiveHost(str(root), env=env), Policy())
     assert judged["verdict"] == "verified after reboot"
 
     undo(record["id"], target)
@@ -256,14 +259,14 @@ def test_memlock_limited_by_limits_conf_waits_for_the_reboot(tmp_path, release_f
     record = apply(plan, target)
     assert runner.ran == []
     # This process is still at 64 KiB, and limits.conf still names a limit: warn.
-    statuses = recheck(plan.resolves, LiveHost(str(root), env=env))
+    statuses = recheck(plan.resolves, LiveHost(str(root), env=env), Policy())
     assert statuses == {"limits.memlock": "warn"}
     record["verdict"] = verdict(plan, statuses, rebooted=False)
     assert record["verdict"] == "pending a reboot"
     Journal(target).save(record)
 
     new_session(root, "memlock", "unlimited")
-    (judged,) = after_boot(target, LiveHost(str(root), env=env))
+    (judged,) = after_boot(target, LiveHost(str(root), env=env), Policy())
     assert judged["verdict"] == "verified after reboot"
     undo(record["id"], target)
     assert restored_but_the_session(root, before)
@@ -318,3 +321,59 @@ def test_applied_and_undone_through_the_cli(tmp_path):
     assert undone.returncode == 0, undone.stderr
     assert calls(log) == [["daemon-reload"]] * 2
     assert {k: v for k, v in tree(root).items() if "var/lib/dldoctor" not in k} == before
+
+
+def site_policy(tmp_path, nofile: int):
+    path = tmp_path / "site.toml"
+    path.write_text(f"[limits]\nmin_nofile = {nofile}\n")
+    return path
+
+
+def test_a_policy_asking_more_open_files_is_what_the_fix_aims_at(tmp_path):
+    root, env, log, target = setup(tmp_path, DEFAULTS, "hgx-h100x8-default-limits")
+    policy, before = site_policy(tmp_path, 2097152), tree(root)
+    preview = run_dldoctor("fix", "fix.limits.nofile", "--root", str(root), "--policy",
+                           str(policy), env={"PATH": env["PATH"]})  # fmt: skip
+    assert preview.returncode == 0, preview.stderr
+    assert "+* soft nofile 2097152" in preview.stdout and "1048576" not in preview.stdout
+    assert "+LimitNOFILE=2097152" in preview.stdout  # containerd's 524288 is below it too
+    assert tree(root) == before and calls(log) == []
+    # fs.nr_open caps what a login may ask for: the fix stays within it and says why the
+    # policy's floor cannot be met by limits alone.
+    (root / "proc/sys/fs").mkdir(parents=True, exist_ok=True)
+    (root / "proc/sys/fs/nr_open").write_text("1048576\n")
+    plan = builder("fix.limits.nofile")(Facts(LiveHost(str(root), env=env)),
+                                        Policy(limits=LimitsPolicy(min_nofile=2097152)))  # fmt: skip
+    assert b"* soft nofile 1048576\n" in plan.steps[0].content
+    assert plan.notes[0].startswith("the policy asks for 2097152 open files, more than fs.nr_open")
+
+
+def test_a_fix_meeting_the_built_in_floor_but_not_the_sites_is_not_verified(tmp_path):
+    root, env, log, _ = setup(tmp_path, DEFAULTS, "hgx-h100x8-default-limits")
+    env = {"PATH": env["PATH"]}
+    applied = run_dldoctor("fix", "fix.limits.nofile", "--apply", "--yes", "--root", str(root),
+                           env=env)  # fmt: skip
+    assert applied.returncode == 0 and "pending a reboot" in applied.stdout, applied.stderr
+    new_session(root, "nofile", "1048576")  # what the built-in plan gave the next login
+    # The site's checks want twice that: the first look after the boot judges under them.
+    policy = site_policy(tmp_path, 2097152)
+    history = run_dldoctor("fix", "--history", "--root", str(root), "--policy", str(policy),
+                           env=env)  # fmt: skip
+    assert history.returncode == 0, history.stderr
+    assert "fix.limits.nofile" in history.stdout and "applied: did not take" in history.stdout
+
+
+def test_the_run_after_the_boot_judges_a_pending_fix_under_its_policy(tmp_path):
+    root, env, log, target = setup(tmp_path, DEFAULTS, "hgx-h100x8-default-limits")
+    plan = plan_for(root, env, "fix.limits.nofile")
+    record = apply(plan, target)
+    record["verdict"] = "pending a reboot"
+    Journal(target).save(record)
+    new_session(root, "nofile", "1048576")
+    host = LiveHost(str(root), env=env)
+    assert recheck(plan.resolves, host, Policy()) == {"limits.nofile": "pass"}
+    site = Policy(limits=LimitsPolicy(min_nofile=2097152))
+    assert recheck(plan.resolves, host, site) == {"limits.nofile": "warn"}
+    checked = run_dldoctor("--check", "--only", "limits", "--root", str(root), "--policy",
+                           str(site_policy(tmp_path, 2097152)), env={"PATH": env["PATH"]})  # fmt: skip
+    assert f"fix fix.limits.nofile: did not take ({record['id']})" in checked.stderr

@@ -24,6 +24,7 @@ from dldoctor.fixes.memory import FIX, FSTAB, tmpfs_size, with_shm_size
 from dldoctor.fixes.plan import FixError, RunCommand, Target, WriteFile, apply, undo
 from dldoctor.fixes.verify import recheck
 from dldoctor.host.live import LiveHost
+from dldoctor.policy import MemoryPolicy, Policy
 from tests.conftest import HOSTS, report_of, run_dldoctor
 from tests.test_fix_plan import Recorder, tree
 from tests.test_host_live import fake_command
@@ -92,7 +93,7 @@ def test_the_finding_offers_the_fix():
 def test_devshm_previewed_applied_undone(tmp_path, release_from):
     root = _root(tmp_path, release_from)
     old = _folder_size(root)
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     # mount(8) and fstab are the same on both families: one plan.
     assert plan.steps == (
         WriteFile(FSTAB, UBUNTU_FSTAB.replace(b"defaults,size=512m,nosuid ",
@@ -133,7 +134,9 @@ exec {real_mount} -o "$2" {shm}""",
     env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
     with real_tmpfs(shm, "512m"):
         before = tree(root)
-        assert recheck(["memory.devshm"], LiveHost(str(root))) == {"memory.devshm": "fail"}
+        assert recheck(["memory.devshm"], LiveHost(str(root)), Policy()) == {
+            "memory.devshm": "fail"
+        }
         applied = run_dldoctor("fix", FIX, "--apply", "--yes", "--root", str(root), env=env)
         assert applied.returncode == 0, applied.stderr
         assert "fixed (memory.devshm pass)" in applied.stdout
@@ -152,7 +155,7 @@ def test_an_unmounted_devshm_gets_a_tmpfs_mounted_over_it(tmp_path):
     mountinfo = root / "proc/self/mountinfo"
     mountinfo.write_text("".join(ln for ln in mountinfo.read_text().splitlines(True)
                                  if " /dev/shm " not in ln))  # fmt: skip
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert plan.steps[1] == RunCommand(
         ("mount", "-t", "tmpfs", "-o", "nosuid,nodev,size=1024g", "tmpfs", "/dev/shm"),
         undo_argv=("umount", "/dev/shm"),
@@ -164,7 +167,7 @@ def test_an_fstab_that_cannot_be_read_is_never_replaced(tmp_path):
     (root / "etc/fstab").unlink()
     (root / "etc/fstab").mkdir()  # read fails, and not as "missing": no fstab to start from
     _folder_size(root)
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert [type(s).__name__ for s in plan.steps] == ["RunCommand"]
     assert "left as it is" in plan.notes[0] and "size=1024g in /etc/fstab" in plan.notes[0]
 
@@ -172,7 +175,7 @@ def test_an_fstab_that_cannot_be_read_is_never_replaced(tmp_path):
 def test_in_a_container_the_fix_is_advice(tmp_path):
     root = tmp_path / "root"
     shutil.copytree(CONTAINER / "files", root, symlinks=True)
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert plan.steps == ()
     advice = "\n".join(plan.notes)
     assert "in a docker container: /dev/shm is sized from outside it" in advice
@@ -185,7 +188,7 @@ def test_in_a_container_the_fix_is_advice(tmp_path):
 def test_a_devshm_big_enough_already_is_left_alone(tmp_path):
     root = _root(tmp_path)
     with real_tmpfs(root / "dev/shm", "1100g"):
-        plan = builder(FIX)(Facts(LiveHost(str(root))))
+        plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert plan.steps == () and plan.notes == ("/dev/shm is 1100g already: nothing to change",)
 
 
@@ -210,3 +213,64 @@ def test_fstab_options_are_edited_in_place():
         == b"tmpfs\t/dev/shm\ttmpfs defaults,size=4g\n"
     )
     assert with_shm_size(b"/run/shm /dev/shm none bind 0 0\n", "4g") is None  # not a tmpfs
+
+
+SITE = Policy(memory=MemoryPolicy(min_devshm_gib=2048))  # above half of the 2048 GiB of RAM
+
+
+def test_a_policy_floor_above_half_the_ram_is_what_the_fix_gives(tmp_path):
+    root = _root(tmp_path)
+    if _size(root / "dev/shm") >= 2048 * 2**30:
+        pytest.skip("the temporary filesystem is larger than the size the fix gives")
+    plan = builder(FIX)(Facts(LiveHost(str(root))), SITE)
+    assert plan.steps[1].argv == ("mount", "-o", "remount,size=2048g", "/dev/shm")
+    assert plan.title.startswith("give /dev/shm 2048g")
+    policy = tmp_path / "site.toml"
+    policy.write_text("[memory]\nmin_devshm_gib = 2048\n")
+    before = tree(root)
+    preview = run_dldoctor("fix", FIX, "--root", str(root), "--policy", str(policy))
+    assert preview.returncode == 0, preview.stderr
+    assert "defaults,nosuid,size=2048g" in preview.stdout and "1024g" not in preview.stdout
+    assert tree(root) == before
+
+
+def test_devshm_rechecked_under_the_policy_on_a_real_tmpfs(tmp_path):
+    root = _root(tmp_path)
+    shm = root / "dev/shm"
+    real_mount, log = shutil.which("mount"), tmp_path / "mount.log"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    # Only the remount of /dev/shm, and only of the root's: never the machine's.
+    fake_command(
+        bindir,
+        "mount",
+        f"""echo "$*" >> {log}
+[ "$#" = 3 ] && [ "$1" = -o ] && [ "$3" = /dev/shm ] || exit 1
+exec {real_mount} -o "$2" {shm}""",
+    )
+    env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
+    policy = tmp_path / "site.toml"
+    policy.write_text("[memory]\nmin_devshm_gib = 2048\n")
+    with real_tmpfs(shm, "512m"):
+        # The built-in plan's 1024g meets the built-in floor, not the site's.
+        target = Target(str(root), Recorder())
+        record = apply(builder(FIX)(Facts(LiveHost(str(root))), Policy()), target)
+        subprocess.run(["mount", "-o", "remount,size=1024g", str(shm)], check=True)
+        assert recheck(["memory.devshm"], LiveHost(str(root)), Policy()) == {
+            "memory.devshm": "pass"
+        }
+        assert recheck(["memory.devshm"], LiveHost(str(root)), SITE) == {"memory.devshm": "fail"}
+        undo(record["id"], target)
+        subprocess.run(["mount", "-o", "remount,size=512m", str(shm)], check=True)
+        # Through the CLI under the site's policy: planned for it, and verified by it.
+        applied = run_dldoctor("fix", FIX, "--apply", "--yes", "--root", str(root),
+                               "--policy", str(policy), env=env)  # fmt: skip
+        assert applied.returncode == 0, applied.stderr
+        assert f"fixed (memory.devshm pass; under the policy {policy})" in applied.stdout
+        assert _size(shm) == 2048 * 2**30
+        journal_id = applied.stdout.split("applied (", 1)[1].split(")", 1)[0]
+        undone = run_dldoctor("fix", "--undo", journal_id, "--root", str(root), env=env)
+        assert undone.returncode == 0, undone.stderr
+        assert _size(shm) == 512 * 2**20
+    assert log.read_text().splitlines() == ["-o remount,size=2048g /dev/shm",
+                                            "-o remount,size=512m /dev/shm"]  # fmt: skip

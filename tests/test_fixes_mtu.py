@@ -20,6 +20,7 @@ from dldoctor.fixes.network import NETPLAN_MTU, _with_line, netplan_names
 from dldoctor.fixes.plan import FixError, Target, apply, undo
 from dldoctor.fixes.verify import recheck, verdict
 from dldoctor.host.live import LiveHost
+from dldoctor.policy import Policy
 from tests.conftest import HOSTS, report_of, run_dldoctor
 from tests.test_fix_plan import Recorder, tree
 from tests.test_host_live import fake_command
@@ -141,7 +142,7 @@ CHANGED = {
 )  # fmt: skip
 def test_roce_mtu_previewed_applied_fixed_and_undone(tmp_path, layout, ran_on_apply, ran_on_undo):
     root = _root(tmp_path, layout)
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     runner = FakeIp(root)
     target = Target(str(root), runner)
     before = tree(root)
@@ -163,18 +164,20 @@ def test_roce_mtu_previewed_applied_fixed_and_undone(tmp_path, layout, ran_on_ap
         f"sys/class/net/{n}/mtu" for n in NETDEVS
     }
     assert [mtu(root, n) for n in NETDEVS] == ["4200\n", "4200\n"]
-    statuses = recheck(plan.resolves, LiveHost(str(root)))
+    statuses = recheck(plan.resolves, LiveHost(str(root)), Policy())
     assert statuses == {"network.roce": "pass"}
     assert verdict(plan, statuses, rebooted=False) == "fixed"
 
     undo(record["id"], target)
     assert runner.ran == ran_on_apply + ran_on_undo
     assert {k: v for k, v in tree(root).items() if "var/lib/dldoctor" not in k} == before
-    assert recheck(plan.resolves, LiveHost(str(root))) == {"network.roce": "warn"}
+    assert recheck(plan.resolves, LiveHost(str(root)), Policy()) == {"network.roce": "warn"}
 
 
 def test_the_preview_says_when_the_file_takes_effect(tmp_path):
-    notes = "\n".join(builder(FIX)(Facts(LiveHost(str(_root(tmp_path, "netplan"))))).notes)
+    notes = "\n".join(
+        builder(FIX)(Facts(LiveHost(str(_root(tmp_path, "netplan")))), Policy()).notes
+    )
     assert f"{NETPLAN_MTU} takes effect at the next boot or `netplan apply`" in notes
     assert "not run here: it can bounce links" in notes
 
@@ -182,13 +185,13 @@ def test_the_preview_says_when_the_file_takes_effect(tmp_path):
 def test_a_netplan_file_sorting_after_dldoctors_is_named(tmp_path):
     root = _root(tmp_path, "netplan")
     (root / "etc/netplan/99-late.yaml").write_text("network:\n  version: 2\n")
-    notes = "\n".join(builder(FIX)(Facts(LiveHost(str(root)))).notes)
+    notes = "\n".join(builder(FIX)(Facts(LiveHost(str(root))), Policy()).notes)
     assert "99-late.yaml sort after it: what they set wins" in notes
 
 
 def test_where_nothing_configures_the_port_the_change_is_for_this_boot_only(tmp_path):
     root = _root(tmp_path, "none")
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert [s.argv for s in plan.steps] == [tuple(a) for a in RAISE]
     assert any(
         "configures ens1f0np0, ens2f0np0: the MTU set now is lost at the next reboot" in n
@@ -199,7 +202,7 @@ def test_where_nothing_configures_the_port_the_change_is_for_this_boot_only(tmp_
 def test_an_interface_netplan_does_not_name_gets_an_entry_by_its_name(tmp_path):
     root = _root(tmp_path, "netplan")
     (root / "etc/netplan/01-netcfg.yaml").write_text("network:\n  ethernets:\n    eno1: {}\n")
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert plan.steps[0].content.endswith(
         b"ens1f0np0:\n      mtu: 4200\n    ens2f0np0:\n      mtu: 4200\n"
     )
@@ -210,7 +213,7 @@ def test_no_port_below_the_mtu_is_advice_only(tmp_path):
     root = _root(tmp_path, "netplan")
     for netdev in NETDEVS:
         (root / f"sys/class/net/{netdev}/mtu").write_text("9000\n")
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert plan.steps == () and "nothing to change" in plan.notes[0]
     with pytest.raises(FixError, match="nothing to apply here"):
         apply(plan, Target(str(root), Recorder()))
@@ -263,7 +266,7 @@ def test_a_keyfile_that_is_not_utf8_keeps_its_bytes(tmp_path):
     root = _root(tmp_path, "keyfile")
     keyfile = root / KEYFILES.lstrip("/") / "roce0.nmconnection"
     keyfile.write_bytes(b"# caf\xe9\n" + KEYFILE_1.encode())
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     (step,) = [s for s in plan.steps if getattr(s, "path", "").endswith("roce0.nmconnection")]
     assert step.content == b"# caf\xe9\n" + KEYFILE_1.replace("mtu=1500", "mtu=4200").encode()
     assert step.mode == 0o600

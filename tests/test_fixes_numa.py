@@ -46,7 +46,7 @@ def test_the_finding_offers_the_fix():
 @pytest.mark.parametrize("release_from", ["hgx-h100x8-numa-balancing", "rhel72-legacy"])
 def test_balancing_previewed_applied_fixed_undone(tmp_path, release_from):
     root = _root(tmp_path, release_from)
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     # systemd-sysctl reads sysctl.d on Debian, Ubuntu and the RHEL family alike.
     assert plan.steps == (
         WriteAttribute(BALANCING, "0"),
@@ -60,19 +60,19 @@ def test_balancing_previewed_applied_fixed_undone(tmp_path, release_from):
     text = plan.preview(target)
     assert tree(root) == before and runner.ran == []
     assert f"set {BALANCING} = 0 (now 1)" in text and "+kernel.numa_balancing = 0" in text
-    assert recheck(plan.resolves, LiveHost(str(root))) == {"numa.balancing": "warn"}
+    assert recheck(plan.resolves, LiveHost(str(root)), Policy()) == {"numa.balancing": "warn"}
 
     record = apply(plan, target)
     assert runner.ran == []  # nothing to run: the sysctl is written, not `sysctl -w`-ed
     assert (root / BALANCING.lstrip("/")).read_text() == "0\n"
     assert record["attributes"] == [{"path": BALANCING, "value": "1"}]
-    statuses = recheck(plan.resolves, LiveHost(str(root)))
+    statuses = recheck(plan.resolves, LiveHost(str(root)), Policy())
     assert statuses == {"numa.balancing": "pass"}
     assert verdict(plan, statuses, rebooted=False) == "fixed"
 
     undo(record["id"], target)
     assert {k: v for k, v in tree(root).items() if "var/lib/dldoctor" not in k} == before
-    assert recheck(plan.resolves, LiveHost(str(root))) == {"numa.balancing": "warn"}
+    assert recheck(plan.resolves, LiveHost(str(root)), Policy()) == {"numa.balancing": "warn"}
 
 
 def test_balancing_through_the_cli(tmp_path):
@@ -93,11 +93,11 @@ def test_balancing_through_the_cli(tmp_path):
 def test_memory_tiering_is_kept_when_normal_balancing_goes(tmp_path):
     root = _root(tmp_path)
     (root / BALANCING.lstrip("/")).write_text("3\n")
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert plan.steps[0] == WriteAttribute(BALANCING, "2")
     assert plan.steps[1].content.endswith(b"kernel.numa_balancing = 2\n")
     apply(plan, Target(str(root), Recorder()))
-    assert recheck(plan.resolves, LiveHost(str(root))) == {"numa.balancing": "pass"}
+    assert recheck(plan.resolves, LiveHost(str(root)), Policy()) == {"numa.balancing": "pass"}
 
 
 def test_a_sysctl_file_read_later_that_turns_it_back_on_is_named(tmp_path):
@@ -106,7 +106,7 @@ def test_a_sysctl_file_read_later_that_turns_it_back_on_is_named(tmp_path):
     (root / "etc/sysctl.d/10-early.conf").write_text("kernel.numa_balancing = 1\n")  # ours wins
     (root / "etc/sysctl.conf").write_text("# site tuning\nkernel.numa_balancing=1\n")
     os.symlink("../sysctl.conf", root / "etc/sysctl.d/99-sysctl.conf")  # as Debian and RHEL
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert plan.notes == (
         "/etc/sysctl.d/99-sysctl.conf sets kernel.numa_balancing = 1 and is read after this "
         "file: change it there too",
@@ -117,7 +117,7 @@ def test_in_a_container_the_fix_is_advice_for_the_host(tmp_path):
     root = _root(tmp_path)
     (root / ".dockerenv").write_text("")
     (root / "proc/1/cgroup").write_text("0::/docker/4f2a\n")
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert plan.steps == () and "on the host, `sysctl -w kernel.numa_balancing=0`" in plan.notes[0]
     with pytest.raises(FixError, match="nothing to apply here"):
         apply(plan, Target(str(root), Recorder()))

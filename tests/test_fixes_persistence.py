@@ -14,6 +14,7 @@ from dldoctor.facts import Facts
 from dldoctor.fixes import builder
 from dldoctor.fixes.gpu import PERSISTENCED_DROPIN
 from dldoctor.host.live import LiveHost
+from dldoctor.policy import Policy
 from tests.conftest import FIXTURES, HOSTS, report_of, run_dldoctor
 from tests.test_fix_plan import tree
 from tests.test_host_live import fake_command
@@ -125,5 +126,5 @@ def test_an_enabled_unit_is_restarted_not_enabled_again(tmp_path):
     wants.mkdir(parents=True)
     os.symlink("/usr/lib/systemd/system/nvidia-persistenced.service",
                wants / "nvidia-persistenced.service")  # fmt: skip
-    plan = builder(FIX)(Facts(LiveHost(str(root))))
+    plan = builder(FIX)(Facts(LiveHost(str(root))), Policy())
     assert [s.argv for s in plan.steps] == [("systemctl", "restart", "nvidia-persistenced.service")]

@@ -302,8 +302,8 @@ def _applied_nouveau_fix(root) -> dict:
     from dldoctor.fixes.command import apply_and_verify, plan_for, target_for
     from dldoctor.host.live import LiveHost
 
-    plan = plan_for("fix.gpu.blacklist_nouveau", LiveHost(str(root)))
-    record, _ = apply_and_verify(plan, target_for(str(root), None), LiveHost(str(root)))
+    plan = plan_for("fix.gpu.blacklist_nouveau", LiveHost(str(root)), Policy())
+    record, _ = apply_and_verify(plan, target_for(str(root), None), LiveHost(str(root)), Policy())
     return record
 
 

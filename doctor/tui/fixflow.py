@@ -24,7 +24,7 @@ class FixFlow:
     def open(cls, session, fix_id: str) -> FixFlow:
         """Build the plan from a fresh look at the host (a slow probe runs here: call it
         from a worker)."""
-        plan = plan_for(fix_id, session.make_host())
+        plan = plan_for(fix_id, session.make_host(), session.policy)
         target = target_for(session.root, session.bundle or None)
         refusal = ""
         if session.read_only:
@@ -54,7 +54,7 @@ class FixFlow:
 
         recovered: list[dict] = []
         record, statuses = apply_and_verify(
-            self.plan, self.target, session.make_host(), on_step=step,
+            self.plan, self.target, session.make_host(), session.policy, on_step=step,
             on_recovered=recovered.append,
         )  # fmt: skip
         checks = ", ".join(f"{k} {v}" for k, v in statuses.items())
