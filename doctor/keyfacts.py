@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dldoctor.inventory import Inventory
+from dldoctor.inventory import Gpu, Inventory
 
 KeyValue = str | dict[str, str | None] | None
 MAX_VALUE_CHARS = 200  # a value is a version or a model name: a longer one is cut
@@ -186,20 +186,21 @@ def key_facts(inventory: Any) -> dict[str, KeyValue]:
     return values
 
 
-def gpu_labels(inventory: Any) -> dict[str, str]:
-    """PCIe item (its address) -> "GPU <index>", so a link row names its GPU. NVML may
-    write the domain with 8 digits (00000000:18:00.0), sysfs with 4."""
+def gpus_by_link(inventory: Any) -> dict[str, Gpu]:
+    """PCIe device address -> the GPU at it. NVML may write the domain with 8 digits
+    (00000000:18:00.0), sysfs with 4: they are matched on the rest."""
     try:
         inv = _typed(inventory)
     except (TypeError, AttributeError, ValueError, RecursionError):
         return {}
-    gpus = {
-        g.bus_id.lower()[-12:]: f"GPU {g.index}"
-        for g in inv.gpus or ()
-        if isinstance(g.bus_id, str)
-    }
+    gpus = {g.bus_id.lower()[-12:]: g for g in inv.gpus or () if isinstance(g.bus_id, str)}
     return {
         d.address: gpus[d.address.lower()[-12:]]
         for d in inv.pcie or ()
         if isinstance(d.address, str) and d.address.lower()[-12:] in gpus
     }
+
+
+def gpu_labels(inventory: Any) -> dict[str, str]:
+    """PCIe item (its address) -> "GPU <index>", so a link row names its GPU."""
+    return {address: f"GPU {g.index}" for address, g in gpus_by_link(inventory).items()}
