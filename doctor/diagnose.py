@@ -11,7 +11,7 @@ from dldoctor import __version__
 from dldoctor.facts import Facts
 from dldoctor.facts import system as sysfacts
 from dldoctor.host.base import Host
-from dldoctor.inventory import build_inventory
+from dldoctor.inventory import Inventory
 from dldoctor.model import Finding, Report
 from dldoctor.policy import Policy
 from dldoctor.registry import CheckSpec
@@ -86,7 +86,7 @@ def diagnose(
         duration_s=time.monotonic() - t0,
         timings={"facts": facts.timings()},
         strict=strict,
-        inventory=build_inventory(facts),
+        inventory=Inventory.from_facts(facts).to_dict(),
     )
 
 

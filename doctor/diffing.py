@@ -1,8 +1,9 @@
 """`dldoctor diff A B`: what changed between two hosts, or one host at two moments.
 
 A and B are bundle directories (replayed through the checks, so their facts are at hand)
-or report JSON files (the `--check --json` document: findings only). Findings are matched
-by id and compared by status; the key facts (KEY_FACTS) are read from each bundle's facts.
+or report JSON files (the `--check --json` document). Findings are matched by id and
+compared by status; the key facts (doctor/keyfacts.py KEY_FACTS) are read from each side's
+inventory: a bundle's, built from its replay's facts, or a report's own `inventory`.
 The JSON document is described in docs/diff.md.
 """
 
@@ -13,18 +14,23 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from dldoctor import keyfacts
 from dldoctor.exitcodes import ExitCode
-from dldoctor.facts import Facts
+from dldoctor.inventory import Inventory
+from dldoctor.keyfacts import KeyValue
 
 FORMAT = "dldoctor-diff"
 FORMAT_VERSION = 1
 UNKNOWN = "unknown"  # the fact raised, or its source could not be read
 ABSENT = "absent"  # the item (a GPU, a port, a drive) is not there on that side
 MAX_REPORT_BYTES = 64 * 1024 * 1024
-NO_FACTS = "key facts were not compared: a report JSON holds no facts"
+# A report made before the inventory existed holds no key facts to compare.
+NO_INVENTORY = (
+    "key facts were not compared: {paths} {hold} no inventory (a report from an older dldoctor)"
+)
 
 
 class DiffInputError(Exception):
@@ -32,193 +38,26 @@ class DiffInputError(Exception):
 
 
 # --- key facts ------------------------------------------------------------------------
-# Each reader asks a Facts object and returns one value, or {item: value} for facts that
-# exist per GPU, port, drive or array. Values are text; "" and None read as UNKNOWN.
+# The table is doctor/keyfacts.py's, read from each side's inventory: a bundle's, built from
+# the facts its replay computed, or a report JSON's own `inventory`.
 
-KeyValue = str | Mapping[str, str]
+DiffValue = str | Mapping[str, str]
 
 
-def _stack(facts: Facts):
-    from dldoctor.facts.nvidia import nvidia
+def known_key_facts(values: Mapping[str, KeyValue]) -> dict[str, DiffValue]:
+    """The key facts as a diff prints them: a value not known is UNKNOWN."""
 
-    stack = facts.get(nvidia)
-    if not stack.usable:  # no driver, or the doctor could not look: nothing to compare
-        raise LookupError(stack.error_message or stack.error)
-    return stack
-
-
-def _gpus(facts: Facts, value: Callable) -> dict[str, str]:
-    return {f"GPU {g.index}": value(g) for g in _stack(facts).gpus}
-
-
-def _links(facts: Facts, value: Callable) -> dict[str, str]:
-    from dldoctor.facts.pcie import pcie_links
-
-    links = facts.get(pcie_links)
-    if not links.readable:
-        raise LookupError("the PCI bus could not be listed")
-    # The devices dldoctor checks the link of (GPUs, NICs, NVMe, NVSwitches), not the
-    # switch and root ports above them.
-    return {link.address: value(link) for link in links.links if not link.is_bridge}
-
-
-def _rdma_ports(facts: Facts, value: Callable) -> dict[str, str]:
-    from dldoctor.facts.rdma import rdma_devices
-
-    return {f"{p.device} port {p.port}": value(p) for d in facts.get(rdma_devices) for p in d.ports}
-
-
-def _number(x: float | None, unit: str) -> str:
-    return "" if x is None else f"{x:g}{unit}"
-
-
-def _driver(facts: Facts) -> str:
-    return _stack(facts).driver_version
-
-
-def _cuda_driver(facts: Facts) -> str:
-    return _stack(facts).cuda_driver_version
-
-
-def _gpu_count(facts: Facts) -> str:
-    return str(len(_stack(facts).gpus))
-
-
-def _gpu_models(facts: Facts) -> dict[str, str]:
-    return _gpus(facts, lambda g: g.name)
-
-
-def _vbios(facts: Facts) -> dict[str, str]:
-    return _gpus(facts, lambda g: g.vbios)
-
-
-def _pcie_width(facts: Facts) -> dict[str, str]:
-    return _links(
-        facts, lambda link: "" if link.current_width is None else f"x{link.current_width}"
-    )
-
-
-def _pcie_speed(facts: Facts) -> dict[str, str]:
-    return _links(facts, lambda link: _number(link.current_gts, " GT/s"))
-
-
-def _rdma_rate(facts: Facts) -> dict[str, str]:
-    return _rdma_ports(facts, lambda p: p.rate_text or _number(p.rate_gbps, " Gb/sec"))
-
-
-def _rdma_state(facts: Facts) -> dict[str, str]:
-    return _rdma_ports(facts, lambda p: "/".join(s for s in (p.state, p.phys_state) if s))
-
-
-def _nic_firmware(facts: Facts) -> dict[str, str]:
-    from dldoctor.facts.rdma import rdma_devices
-
-    return {d.name: d.fw_ver for d in facts.get(rdma_devices)}
-
-
-def _nvme_firmware(facts: Facts) -> dict[str, str]:
-    from dldoctor.facts.storage import nvme
-
-    return {c.name: " ".join(s for s in (c.model, c.firmware) if s) for c in facts.get(nvme)}
-
-
-def _kernel(facts: Facts) -> str:
-    from dldoctor.facts.system import kernel
-
-    return facts.get(kernel).release
-
-
-def _raid(facts: Facts) -> dict[str, str]:
-    from dldoctor.facts.mdraid import md_raid
-
-    mdstat = facts.get(md_raid).mdstat
-    if mdstat is None:
-        return {}
-
-    def state(a) -> str:
-        words = [a.state, a.level, f"[{a.status_map}]" if a.status_map else ""]
-        words += ["degraded" if a.degraded else "", a.sync.action if a.sync else ""]
-        return " ".join(w for w in words if w)
-
-    return {a.name: state(a) for a in mdstat.arrays}
-
-
-def _toolkits(facts: Facts) -> dict[str, str]:
-    from dldoctor.facts.toolkit import cuda_toolkits
-
-    return {t.path: t.version for t in facts.get(cuda_toolkits).toolkits}
-
-
-def _toolkit_selected(facts: Facts) -> str:
-    from dldoctor.facts.toolkit import cuda_toolkits
-
-    found = facts.get(cuda_toolkits)
-    chosen = found.get(found.selected) if found.selected else None
-    return f"{chosen.version} ({chosen.path})" if chosen else "none selected"
-
-
-def _cudnn(facts: Facts) -> dict[str, str]:
-    from dldoctor.facts.cudalibs import cudnn
-
-    return {c.path: c.version for c in facts.get(cudnn)}
-
-
-def _nccl(facts: Facts) -> dict[str, str]:
-    from dldoctor.facts.cudalibs import nccl
-
-    return {n.path: n.version for n in facts.get(nccl)}
-
-
-def _frameworks(facts: Facts) -> dict[str, str]:
-    from dldoctor.facts.frameworks import frameworks
-
-    return {f"{fw.name} {fw.location}": fw.version for fw in facts.get(frameworks)}
-
-
-# The facts `diff` compares, in the order it prints them: add a line to compare one more.
-KEY_FACTS: dict[str, Callable[[Facts], KeyValue]] = {
-    "nvidia.driver": _driver,
-    "nvidia.cuda_driver": _cuda_driver,
-    "gpu.count": _gpu_count,
-    "gpu.model": _gpu_models,
-    "gpu.vbios": _vbios,
-    "pcie.width": _pcie_width,
-    "pcie.speed": _pcie_speed,
-    "rdma.rate": _rdma_rate,
-    "rdma.state": _rdma_state,
-    "nic.firmware": _nic_firmware,
-    "nvme.firmware": _nvme_firmware,
-    "kernel.release": _kernel,
-    "raid.md": _raid,
-    "cuda.toolkit": _toolkits,
-    "cuda.toolkit.selected": _toolkit_selected,
-    "cuda.cudnn": _cudnn,
-    "cuda.nccl": _nccl,
-    "python.frameworks": _frameworks,
-}
-
-
-def read_key_facts(facts: Facts) -> dict[str, KeyValue]:
-    """Every key fact's value; one that raises is UNKNOWN, never a crash."""
-    values: dict[str, KeyValue] = {}
-    for name, read in KEY_FACTS.items():
-        try:
-            value = read(facts)
-        except Exception:  # noqa: BLE001 - a failed fact is "unknown", the checks say why
-            value = UNKNOWN
+    def known(value: KeyValue) -> DiffValue:
         if isinstance(value, Mapping):
-            values[name] = {str(k): str(v) if v else UNKNOWN for k, v in value.items()}
-        else:
-            values[name] = str(value) if value else UNKNOWN
-    return values
+            return {k: UNKNOWN if v is None else v for k, v in value.items()}
+        return UNKNOWN if value is None else value
+
+    return {name: known(v) for name, v in values.items()}
 
 
-def gpu_labels(facts: Facts) -> dict[str, str]:
-    """PCI address -> "GPU <index>", so a link row names its GPU."""
-    try:
-        return {g.pci_bus_id: f"GPU {g.index}" for g in _stack(facts).gpus if g.pci_bus_id}
-    except Exception:  # noqa: BLE001 - rows are then named by address alone
-        return {}
+def read_key_facts(inventory: Inventory | Mapping) -> dict[str, DiffValue]:
+    """Every key fact of one inventory; one not known is UNKNOWN, never a crash."""
+    return known_key_facts(keyfacts.key_facts(inventory))
 
 
 # --- the two sides --------------------------------------------------------------------
@@ -230,7 +69,7 @@ class Side:
     kind: str  # "bundle", "sosreport", "nvidia-bug-report" (all replayed) or "report"
     host: dict
     findings: dict[str, dict]  # id -> {"id", "title", "status", "summary"}
-    facts: dict[str, KeyValue] | None  # None: a report, which holds none
+    facts: dict[str, DiffValue] | None  # None: a report without an inventory
     labels: dict[str, str]
 
 
@@ -251,15 +90,15 @@ def _host_side(path: str, host) -> Side:
     from dldoctor.registry import builtin_checks, ordered
 
     # Built-in checks and the built-in policy only: a diff compares hosts, not settings.
-    facts = Facts(host)  # the checks' facts, asked again for the key facts at no cost
-    report = diagnose(host, Policy(), ordered(builtin_checks()), facts=facts)
+    report = diagnose(host, Policy(), ordered(builtin_checks()))
+    inventory = Inventory.from_dict(report.inventory)
     return Side(
         path,
         "bundle" if host.kind == "replay" else host.kind,  # or "sosreport", "nvidia-bug-report"
         report.host,
         _finding_table([f.to_dict() for f in report.findings]),
-        read_key_facts(facts),
-        gpu_labels(facts),
+        read_key_facts(inventory),
+        keyfacts.gpu_labels(inventory),
     )
 
 
@@ -288,7 +127,17 @@ def _report_side(path: str) -> Side:
             )
     if not isinstance(report.host, dict):
         raise DiffInputError(f"{path} is not a dldoctor report: its host is not an object")
-    return Side(path, "report", report.host, _finding_table(findings), None, {})
+    if not report.inventory:  # made before the inventory existed
+        return Side(path, "report", report.host, _finding_table(findings), None, {})
+    inventory = Inventory.from_dict(report.inventory)
+    return Side(
+        path,
+        "report",
+        report.host,
+        _finding_table(findings),
+        read_key_facts(inventory),
+        keyfacts.gpu_labels(inventory),
+    )
 
 
 @contextlib.contextmanager
@@ -356,10 +205,17 @@ def compare(a: Side, b: Side) -> dict:
         "a": _side_summary(a),
         "b": _side_summary(b),
         "facts_compared": compared,
-        "facts_not_compared": None if compared else NO_FACTS,
+        "facts_not_compared": None if compared else _not_compared(a, b),
         "findings": {"changed": changed, "only_in_a": only_a, "only_in_b": only_b},
         "facts": facts,
     }
+
+
+def _not_compared(a: Side, b: Side) -> str:
+    paths = list(dict.fromkeys(s.path for s in (a, b) if s.facts is None))
+    return NO_INVENTORY.format(
+        paths=" and ".join(paths), hold="holds" if len(paths) == 1 else "hold"
+    )
 
 
 def _side_summary(side: Side) -> dict:

@@ -206,11 +206,12 @@ def _port(p: dict[str, Any]) -> str:
 
 def _pci(inv: dict[str, Any], why: dict[str, str]) -> list[str]:
     from dldoctor.checks.pci import kind_of
+    from dldoctor.keyfacts import gpus_by_link
 
     devices = inv.get("pcie")
     if devices is None:
         return [_comment(f"[pci] not pinned: {why['pcie']}")]
-    gpus = {g.get("bus_id"): g for g in inv.get("gpus") or ()}
+    gpus = gpus_by_link(inv)
     lines = ["# Each device's link width now: a link that trains narrower fails."]
     for d in devices:
         if not isinstance(d.get("width"), int):
@@ -218,7 +219,7 @@ def _pci(inv: dict[str, Any], why: dict[str, str]) -> list[str]:
         what = kind_of(d.get("class") or "", d.get("vendor") or "")
         gpu = gpus.get(d.get("address"))
         if gpu is not None:
-            what = f"GPU {gpu.get('index')}, {gpu.get('model') or '?'}"
+            what = f"GPU {gpu.index}, {gpu.model or '?'}"
         elif d.get("driver"):
             what += f" ({d['driver']})"
         lines += [

@@ -1,98 +1,330 @@
 """The inventory: what a run learned of the host's parts, in the report (`inventory`).
 
-What a fleet compares node against node (`dldoctor fleet report`), what `genconf` pins
-as a policy and what the Prometheus textfile exports as gauges: GPUs and their telemetry,
-the driver / CUDA / cuDNN / NCCL stack, PCIe links, RDMA ports, RAID arrays, mounts,
-kernel and firmware. It is built only from facts the checks already computed (a run with
-`--only` reports what it looked at, and the inventory never waits on a probe); a section
-whose fact was not computed or failed is null — "not known", never "none".
+What `dldoctor diff` and a fleet compare node against node (the key facts,
+doctor/keyfacts.py), what `genconf` pins as a policy and what the Prometheus textfile
+exports as gauges: GPUs and their telemetry, the driver / CUDA / cuDNN / NCCL stack, PCIe
+links, RDMA ports, RAID arrays, mounts, kernel and firmware. It is built only from facts
+the checks already computed (a run with `--only` reports what it looked at, and the
+inventory never waits on a probe); a section whose fact was not computed or failed is
+None — "not known", never "none".
+
+`Inventory.from_facts` builds it; `to_dict()` is the report's `inventory` object
+(doctor/schemas, docs/report-schema.md) and `from_dict()` reads one back. A report is an
+untrusted file: `from_dict` keeps a section only when it has the right kind (an object, a
+list of objects), and leaves a value of the wrong kind for its reader to judge.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
 
-from dldoctor.facts import Facts
+from dldoctor.facts import Fact, Facts
+from dldoctor.facts.cudalibs import cudnn as cudnn_fact
+from dldoctor.facts.cudalibs import nccl as nccl_fact
+from dldoctor.facts.frameworks import frameworks as frameworks_fact
+from dldoctor.facts.kmsg import xid_events
+from dldoctor.facts.mdraid import md_raid
+from dldoctor.facts.nvidia import nvidia
+from dldoctor.facts.pcie import pcie_links
+from dldoctor.facts.rdma import rdma_devices
+from dldoctor.facts.storage import mounts as mounts_fact
 from dldoctor.facts.storage import network_mounts
+from dldoctor.facts.system import dmi, kernel, os_release
+from dldoctor.facts.toolkit import toolkits as toolkits_fact
+
+T = TypeVar("T")
 
 # Local block filesystems worth pinning (a dataset's array, the scratch NVMe); virtual
 # ones (proc, cgroup, overlay layers) differ between boots and say nothing of the host.
 LOCAL_FSTYPES = frozenset({"ext4", "xfs", "btrfs", "zfs", "ext3", "f2fs", "bcachefs"})
 
 
-def build_inventory(facts: Facts) -> dict[str, Any]:
-    return {
-        "kernel": _kernel(facts),
-        "os": _os(facts),
-        "firmware": facts.peek("system.dmi"),
-        "driver": _driver(facts),
-        "gpus": _gpus(facts),
-        "cuda": _cuda(facts),
-        "pcie": _pcie(facts),
-        "rdma": _rdma(facts),
-        "raid": _raid(facts),
-        "mounts": _mounts(facts),
-    }
+def computed(facts: Facts, f: Fact[T]) -> T | None:
+    """The fact's value if a check already computed it, else None: never waits on a probe."""
+    return facts.peek(f.name)
+
+
+# --- the rows -------------------------------------------------------------------------
+# One frozen type per row; its fields are the JSON keys, in the JSON's order.
+
+
+class _Row:
+    """to_dict / from_dict for a flat row whose fields are its JSON keys."""
+
+    KEYS: ClassVar[dict[str, str]] = {}  # field -> JSON key, where they differ
+
+    def to_dict(self) -> dict[str, Any]:
+        return {self.KEYS.get(f.name, f.name): getattr(self, f.name) for f in _fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]):
+        return cls(*(d.get(cls.KEYS.get(f.name, f.name)) for f in _fields(cls)))
+
+
+def _fields(cls) -> tuple[dataclasses.Field, ...]:
+    return dataclasses.fields(cls)
+
+
+@dataclass(frozen=True)
+class Driver(_Row):
+    version: str | None
+    cuda: str | None  # the highest CUDA the driver supports
+    source: str | None  # "nvml" or "nvidia-smi"
+
+
+@dataclass(frozen=True)
+class Gpu(_Row):
+    index: int | None
+    bus_id: str | None
+    model: str | None
+    memory_mib: int | None
+    vbios: str | None
+    pcie_gen: int | None
+    pcie_gen_max: int | None
+    pcie_width: int | None
+    pcie_width_max: int | None
+    temperature_c: float | None
+    power_draw_w: float | None
+    power_limit_w: float | None
+    ecc_volatile_corrected: int | None
+    ecc_volatile_uncorrected: int | None
+    remapped_rows_corrected: int | None
+    remapped_rows_uncorrected: int | None
+    retired_pages_dbe: int | None
+    xid_events: int | None  # None: the kernel log could not be read
+
+
+@dataclass(frozen=True)
+class Framework(_Row):
+    name: str | None
+    version: str | None
+    cuda: str | None
+    cudnn: str | None
+
+
+@dataclass(frozen=True)
+class PcieDevice(_Row):
+    KEYS: ClassVar[dict[str, str]] = {"class_code": "class"}
+
+    address: str | None
+    vendor: str | None
+    device: str | None
+    class_code: str | None
+    driver: str | None
+    speed_gts: float | None
+    speed_gts_max: float | None
+    width: int | None
+    width_max: int | None
+
+
+@dataclass(frozen=True)
+class RdmaPort(_Row):
+    device: str | None
+    port: int | None
+    firmware: str | None
+    board_id: str | None
+    link_layer: str | None
+    state: str | None
+    rate_gbps: float | None
+    netdev: str | None
+    mtu: int | None
+
+
+@dataclass(frozen=True)
+class RaidArray(_Row):
+    name: str | None
+    level: str | None
+    state: str | None
+    raid_disks: int | None
+    active_disks: int | None
+    degraded: bool | None
+
+
+@dataclass(frozen=True)
+class Mount(_Row):
+    mount_point: str | None
+    fstype: str | None
+    source: str | None
+
+
+@dataclass(frozen=True)
+class Cuda:
+    toolkit: str | None  # the selected toolkit's version
+    toolkits: tuple[str, ...] | None
+    cudnn: tuple[str, ...] | None
+    nccl: tuple[str, ...] | None
+    frameworks: tuple[Framework, ...] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "toolkit": self.toolkit,
+            "toolkits": _list(self.toolkits),
+            "cudnn": _list(self.cudnn),
+            "nccl": _list(self.nccl),
+            "frameworks": _dicts(self.frameworks),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Cuda:
+        return cls(
+            d.get("toolkit"),
+            _tuple(d.get("toolkits")),
+            _tuple(d.get("cudnn")),
+            _tuple(d.get("nccl")),
+            _rows(Framework, d.get("frameworks")),
+        )
+
+
+# --- the inventory --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inventory:
+    kernel: str | None = None
+    os: str | None = None
+    firmware: tuple[tuple[str, str], ...] | None = None  # DMI (key, value), in its order
+    driver: Driver | None = None
+    gpus: tuple[Gpu, ...] | None = None
+    cuda: Cuda | None = None
+    pcie: tuple[PcieDevice, ...] | None = None  # the devices, not the bridges above them
+    rdma: tuple[RdmaPort, ...] | None = None  # one row per port
+    raid: tuple[RaidArray, ...] | None = None  # () with no md driver loaded
+    mounts: tuple[Mount, ...] | None = None
+
+    @classmethod
+    def from_facts(cls, facts: Facts) -> Inventory:
+        return cls(
+            kernel=_kernel(facts),
+            os=_os(facts),
+            firmware=_firmware(facts),
+            driver=_driver(facts),
+            gpus=_gpus(facts),
+            cuda=_cuda(facts),
+            pcie=_pcie(facts),
+            rdma=_rdma(facts),
+            raid=_raid(facts),
+            mounts=_mounts(facts),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "os": self.os,
+            "firmware": None if self.firmware is None else dict(self.firmware),
+            "driver": None if self.driver is None else self.driver.to_dict(),
+            "gpus": _dicts(self.gpus),
+            "cuda": None if self.cuda is None else self.cuda.to_dict(),
+            "pcie": _dicts(self.pcie),
+            "rdma": _dicts(self.rdma),
+            "raid": _dicts(self.raid),
+            "mounts": _dicts(self.mounts),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Inventory:
+        """The inventory of a report's `inventory` object; anything but an object (a
+        report from before the inventory existed) is an inventory that knows nothing."""
+        if not isinstance(d, Mapping):
+            return cls()
+        firmware = d.get("firmware")
+        driver, cuda = d.get("driver"), d.get("cuda")
+        return cls(
+            kernel=d.get("kernel"),
+            os=d.get("os"),
+            firmware=tuple(firmware.items()) if isinstance(firmware, Mapping) else None,
+            driver=Driver.from_dict(driver) if isinstance(driver, Mapping) else None,
+            gpus=_rows(Gpu, d.get("gpus")),
+            cuda=Cuda.from_dict(cuda) if isinstance(cuda, Mapping) else None,
+            pcie=_rows(PcieDevice, d.get("pcie")),
+            rdma=_rows(RdmaPort, d.get("rdma")),
+            raid=_rows(RaidArray, d.get("raid")),
+            mounts=_rows(Mount, d.get("mounts")),
+        )
+
+
+def _list(values: tuple | None) -> list | None:
+    return None if values is None else list(values)
+
+
+def _dicts(rows: tuple | None) -> list[dict[str, Any]] | None:
+    return None if rows is None else [r.to_dict() for r in rows]
+
+
+def _tuple(values: Any) -> tuple | None:
+    return tuple(values) if isinstance(values, list) else None
+
+
+def _rows(row: type[T], values: Any) -> tuple[T, ...] | None:
+    if not isinstance(values, list):
+        return None
+    return tuple(row.from_dict(v) for v in values if isinstance(v, Mapping))  # type: ignore[attr-defined]
+
+
+# --- from the facts -------------------------------------------------------------------
 
 
 def _kernel(facts: Facts) -> str | None:
-    k = facts.peek("kernel")
+    k = computed(facts, kernel)
     return k.release or None if k is not None else None
 
 
 def _os(facts: Facts) -> str | None:
-    os_release = facts.peek("os.release")
-    return os_release.display or None if os_release is not None else None
+    found = computed(facts, os_release)
+    return found.display or None if found is not None else None
+
+
+def _firmware(facts: Facts) -> tuple[tuple[str, str], ...] | None:
+    found = computed(facts, dmi)
+    return None if found is None else tuple(found.items())
 
 
 def _stack(facts: Facts):
-    stack = facts.peek("gpu.nvidia")
+    stack = computed(facts, nvidia)
     return stack if stack is not None and stack.usable else None
 
 
-def _driver(facts: Facts) -> dict[str, Any] | None:
+def _driver(facts: Facts) -> Driver | None:
     stack = _stack(facts)
     if stack is None:
         return None
-    return {
-        "version": stack.driver_version or None,
-        "cuda": stack.cuda_driver_version or None,
-        "source": stack.source,
-    }
+    return Driver(stack.driver_version or None, stack.cuda_driver_version or None, stack.source)
 
 
-def _gpus(facts: Facts) -> list[dict[str, Any]] | None:
+def _gpus(facts: Facts) -> tuple[Gpu, ...] | None:
     stack = _stack(facts)
     if stack is None:
         return None
     xids = _xid_counts(facts)
-    return [
-        {
-            "index": g.index,
-            "bus_id": g.pci_bus_id or None,
-            "model": g.name or None,
-            "memory_mib": g.memory_total_mib,
-            "vbios": g.vbios or None,
-            "pcie_gen": g.pcie_gen_current,
-            "pcie_gen_max": g.pcie_gen_max,
-            "pcie_width": g.pcie_width_current,
-            "pcie_width_max": g.pcie_width_max,
-            "temperature_c": g.temperature_c,
-            "power_draw_w": g.power_draw_w,
-            "power_limit_w": g.power_limit_w,
-            "ecc_volatile_corrected": g.ecc_volatile_corrected,
-            "ecc_volatile_uncorrected": g.ecc_volatile_uncorrected,
-            "remapped_rows_corrected": g.remap_corrected,
-            "remapped_rows_uncorrected": g.remap_uncorrected,
-            "retired_pages_dbe": g.retired_pages_dbe,
-            "xid_events": None if xids is None else xids.get(g.pci_bus_id, 0),
-        }
+    return tuple(
+        Gpu(
+            index=g.index,
+            bus_id=g.pci_bus_id or None,
+            model=g.name or None,
+            memory_mib=g.memory_total_mib,
+            vbios=g.vbios or None,
+            pcie_gen=g.pcie_gen_current,
+            pcie_gen_max=g.pcie_gen_max,
+            pcie_width=g.pcie_width_current,
+            pcie_width_max=g.pcie_width_max,
+            temperature_c=g.temperature_c,
+            power_draw_w=g.power_draw_w,
+            power_limit_w=g.power_limit_w,
+            ecc_volatile_corrected=g.ecc_volatile_corrected,
+            ecc_volatile_uncorrected=g.ecc_volatile_uncorrected,
+            remapped_rows_corrected=g.remap_corrected,
+            remapped_rows_uncorrected=g.remap_uncorrected,
+            retired_pages_dbe=g.retired_pages_dbe,
+            xid_events=None if xids is None else xids.get(g.pci_bus_id, 0),
+        )
         for g in stack.gpus
-    ]
+    )
 
 
 def _xid_counts(facts: Facts) -> dict[str, int] | None:
-    log = facts.peek("kernel.xid")
+    log = computed(facts, xid_events)
     if log is None or not log.readable:
         return None
     counts: dict[str, int] = {}
@@ -101,98 +333,97 @@ def _xid_counts(facts: Facts) -> dict[str, int] | None:
     return counts
 
 
-def _cuda(facts: Facts) -> dict[str, Any] | None:
-    toolkits = facts.peek("cuda.toolkits")
-    cudnn = facts.peek("cuda.cudnn")
-    nccl = facts.peek("cuda.nccl")
-    frameworks = facts.peek("python.frameworks")
+def _cuda(facts: Facts) -> Cuda | None:
+    toolkits = computed(facts, toolkits_fact)
+    cudnn = computed(facts, cudnn_fact)
+    nccl = computed(facts, nccl_fact)
+    frameworks = computed(facts, frameworks_fact)
     if toolkits is None and cudnn is None and nccl is None and frameworks is None:
         return None
     selected = toolkits.get(toolkits.selected) if toolkits is not None else None
-    return {
-        "toolkit": selected.version or None if selected is not None else None,
-        "toolkits": None
-        if toolkits is None
-        else sorted({t.version for t in toolkits.toolkits if t.version}),
-        "cudnn": None if cudnn is None else sorted({c.version for c in cudnn if c.version}),
-        "nccl": None if nccl is None else sorted({n.version for n in nccl if n.version}),
-        "frameworks": None
+    return Cuda(
+        toolkit=selected.version or None if selected is not None else None,
+        toolkits=None if toolkits is None else _versions(toolkits.toolkits),
+        cudnn=None if cudnn is None else _versions(cudnn),
+        nccl=None if nccl is None else _versions(nccl),
+        frameworks=None
         if frameworks is None
-        else [
-            {"name": f.name, "version": f.version, "cuda": f.cuda, "cudnn": f.cudnn}
-            for f in frameworks
-        ],
-    }
+        else tuple(Framework(f.name, f.version, f.cuda, f.cudnn) for f in frameworks),
+    )
 
 
-def _pcie(facts: Facts) -> list[dict[str, Any]] | None:
-    links = facts.peek("pcie.links")
+def _versions(found) -> tuple[str, ...]:
+    return tuple(sorted({x.version for x in found if x.version}))
+
+
+def _pcie(facts: Facts) -> tuple[PcieDevice, ...] | None:
+    links = computed(facts, pcie_links)
     if links is None or not links.readable:
         return None
-    return [
-        {
-            "address": link.address,
-            "vendor": link.vendor,
-            "device": link.device,
-            "class": link.class_code,
-            "driver": link.driver or None,
-            "speed_gts": link.current_gts,
-            "speed_gts_max": link.max_gts,
-            "width": link.current_width,
-            "width_max": link.max_width,
-        }
+    return tuple(
+        PcieDevice(
+            address=link.address,
+            vendor=link.vendor,
+            device=link.device,
+            class_code=link.class_code,
+            driver=link.driver or None,
+            speed_gts=link.current_gts,
+            speed_gts_max=link.max_gts,
+            width=link.current_width,
+            width_max=link.max_width,
+        )
         for link in links.links
         if not link.is_bridge
-    ]
+    )
 
 
-def _rdma(facts: Facts) -> list[dict[str, Any]] | None:
-    devices = facts.peek("rdma.devices")
+def _rdma(facts: Facts) -> tuple[RdmaPort, ...] | None:
+    devices = computed(facts, rdma_devices)
     if devices is None:
         return None
-    return [
-        {
-            "device": d.name,
-            "port": p.port,
-            "firmware": d.fw_ver or None,
-            "board_id": d.board_id or None,
-            "link_layer": p.link_layer or None,
-            "state": p.state or None,
-            "rate_gbps": p.rate_gbps,
-            "netdev": p.netdev or None,
-            "mtu": p.mtu,
-        }
+    return tuple(
+        RdmaPort(
+            device=d.name,
+            port=p.port,
+            firmware=d.fw_ver or None,
+            board_id=d.board_id or None,
+            link_layer=p.link_layer or None,
+            state=p.state or None,
+            rate_gbps=p.rate_gbps,
+            netdev=p.netdev or None,
+            mtu=p.mtu,
+        )
         for d in devices
         for p in d.ports
-    ]
+    )
 
 
-def _raid(facts: Facts) -> list[dict[str, Any]] | None:
-    md = facts.peek("raid.md")
+def _raid(facts: Facts) -> tuple[RaidArray, ...] | None:
+    md = computed(facts, md_raid)
     if md is None:
         return None
     if md.mdstat is None:
-        return []  # no md driver loaded: no arrays
-    return [
-        {
-            "name": a.name,
-            "level": a.level or None,
-            "state": a.state,
-            "raid_disks": a.raid_disks,
-            "active_disks": a.active_disks,
-            "degraded": a.degraded,
-        }
+        return ()  # no md driver loaded: no arrays
+    return tuple(
+        RaidArray(
+            name=a.name,
+            level=a.level or None,
+            state=a.state,
+            raid_disks=a.raid_disks,
+            active_disks=a.active_disks,
+            degraded=a.degraded,
+        )
         for a in md.mdstat.arrays
-    ]
+    )
 
 
-def _mounts(facts: Facts) -> list[dict[str, Any]] | None:
-    table = facts.peek("storage.mounts")
+def _mounts(facts: Facts) -> tuple[Mount, ...] | None:
+    table = computed(facts, mounts_fact)
     if not table:  # () when /proc/self/mountinfo could not be read
         return None
     chosen = {m.mount_point: m for m in table if m.fstype in LOCAL_FSTYPES}
     chosen.update((m.mount_point, m) for m in network_mounts(table))
-    return [
-        {"mount_point": m.mount_point, "fstype": m.fstype, "source": m.source}
+    return tuple(
+        Mount(m.mount_point, m.fstype, m.source)
         for m in sorted(chosen.values(), key=lambda m: m.mount_point)
-    ]
+    )

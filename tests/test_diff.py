@@ -6,12 +6,15 @@ import json
 import os
 import shutil
 
-from dldoctor.diffing import KEY_FACTS, UNKNOWN, read_key_facts
+from dldoctor.diffing import UNKNOWN, read_key_facts
 from dldoctor.facts import Facts
-from tests.conftest import HOSTS, run_dldoctor
+from dldoctor.inventory import Inventory
+from dldoctor.keyfacts import KEY_FACTS, NAMES
+from tests.conftest import HOSTS, TESTS, run_dldoctor
 
 HEALTHY = HOSTS / "hgx-h100x8-healthy"
 GPU3_X8 = HOSTS / "hgx-h100x8-gpu3-x8"
+DRIVER535 = HOSTS / "hgx-h100x8-driver535"
 
 
 def diff_json(a, b):
@@ -87,9 +90,16 @@ def test_a_fact_that_cannot_be_read_is_unknown(tmp_path):
     assert ("pcie.width", "0000:48:00.0") not in rows  # sysfs still read alike
 
 
-def test_every_key_fact_that_raises_reads_unknown():
-    # No host and no values: every fact asked raises.
-    assert read_key_facts(Facts.given({})) == dict.fromkeys(KEY_FACTS, UNKNOWN)
+def test_every_key_fact_of_an_inventory_that_knows_nothing_reads_unknown():
+    # No host and no values: no section of the inventory is known.
+    assert read_key_facts(Inventory.from_facts(Facts.given({}))) == dict.fromkeys(NAMES, UNKNOWN)
+    assert read_key_facts({"gpus": "not a list", "kernel": []}) == dict.fromkeys(NAMES, UNKNOWN)
+
+
+def test_every_key_fact_is_in_the_docs_table():
+    table = (TESTS.parent / "docs" / "diff.md").read_text()
+    for f in KEY_FACTS:
+        assert f"| `{f.name}` |" in table, f.name
 
 
 def _report(host, path):
@@ -98,30 +108,65 @@ def _report(host, path):
     return path
 
 
-def test_two_reports_compare_findings_only(tmp_path):
+def test_two_reports_with_different_drivers_differ(tmp_path):
+    # Each report's inventory holds its driver: they were "equivalent" when a report's key
+    # facts were not compared.
+    a = _report(HEALTHY, tmp_path / "a.json")
+    b = _report(DRIVER535, tmp_path / "b.json")
+    proc, doc = diff_json(a, b)
+    assert proc.returncode == 1, proc.stderr
+    assert doc["equivalent"] is False
+    assert doc["facts_compared"] is True and doc["facts_not_compared"] is None
+    rows = {(r["fact"], r["item"]): (r["a"], r["b"]) for r in doc["facts"]}
+    assert rows[("nvidia.driver", None)] == ("550.54.15", "535.161.08")
+    text = run_dldoctor("diff", str(a), str(b))
+    assert text.returncode == 1
+    assert "  nvidia.driver: 550.54.15 -> 535.161.08" in text.stdout.splitlines()
+    assert "not compared" not in text.stdout
+
+
+def test_two_reports_compare_findings_and_key_facts(tmp_path):
     a = _report(HEALTHY, tmp_path / "a.json")
     b = _report(GPU3_X8, tmp_path / "b.json")
     proc, doc = diff_json(a, b)
     assert proc.returncode == 1, proc.stderr
     assert (doc["a"]["kind"], doc["b"]["kind"]) == ("report", "report")
-    assert doc["facts_compared"] is False and doc["facts"] == []
-    assert "not compared" in doc["facts_not_compared"]
     assert changed_ids(doc)["pci.link.width"] == ("pass", "fail")
-    text = run_dldoctor("diff", str(a), str(b))
-    assert "Key facts were not compared: a report JSON holds no facts" in text.stdout
+    assert [(r["fact"], r["item"], r["a"], r["b"]) for r in doc["facts"]] == [
+        ("pcie.width", "0000:48:00.0", "x16", "x8")
+    ]
+    assert doc["facts"][0]["label"] == "pcie.width 0000:48:00.0 (GPU 3)"
 
     same = run_dldoctor("diff", str(a), str(a))
     assert same.returncode == 0
+    assert same.stdout.splitlines() == [f"{a} and {a} are equivalent"]
+
+
+def test_a_report_without_an_inventory_compares_findings_only(tmp_path):
+    a = _report(HEALTHY, tmp_path / "a.json")
+    data = json.loads(_report(DRIVER535, tmp_path / "b.json").read_text())
+    del data["inventory"]  # as a dldoctor from before the inventory wrote it
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    proc, doc = diff_json(a, old)
+    assert doc["facts_compared"] is False and doc["facts"] == []
+    assert doc["facts_not_compared"] == (
+        f"key facts were not compared: {old} holds no inventory (a report from an older dldoctor)"
+    )
+    same = run_dldoctor("diff", str(old), str(old))
+    assert same.returncode == 0
     assert same.stdout.splitlines() == [
-        f"{a} and {a} are equivalent (key facts were not compared: a report JSON holds no facts)"
+        f"{old} and {old} are equivalent (key facts were not compared: {old} holds no "
+        "inventory (a report from an older dldoctor))"
     ]
 
 
-def test_a_report_against_its_bundle_is_equivalent_in_findings(tmp_path):
+def test_a_report_against_its_bundle_is_equivalent(tmp_path):
+    # One table read from one inventory: the bundle's replay and its report agree.
     report = _report(GPU3_X8, tmp_path / "r.json")
     proc, doc = diff_json(GPU3_X8, report)
     assert proc.returncode == 0, proc.stdout
-    assert doc["equivalent"] is True and doc["facts_compared"] is False
+    assert doc["equivalent"] is True and doc["facts_compared"] is True
 
 
 def test_findings_only_on_one_side(tmp_path):

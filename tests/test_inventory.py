@@ -6,11 +6,15 @@ from __future__ import annotations
 import pytest
 
 from dldoctor.diagnose import diagnose
+from dldoctor.facts import Facts
 from dldoctor.host.replay import ReplayHost
+from dldoctor.inventory import Gpu, Inventory
 from dldoctor.model import Report
 from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered, select
 from tests.conftest import HOSTS
+
+SCENARIOS = sorted(p.name for p in HOSTS.iterdir() if p.is_dir())
 
 
 def inventory(host: str, only: list[str] | None = None) -> dict:
@@ -79,3 +83,27 @@ def test_the_inventory_survives_the_json_round_trip(healthy):
     again = Report.from_dict(report.to_dict())
     assert again.inventory == report.inventory
     assert Report.from_dict({**report.to_dict(), "inventory": None}).inventory == {}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_typed_inventory_round_trips_on_every_fixture_host(scenario):
+    report = diagnose(ReplayHost(str(HOSTS / scenario)), Policy(), ordered(builtin_checks()))
+    typed = Inventory.from_dict(report.inventory)
+    assert typed.to_dict() == report.inventory
+    assert list(typed.to_dict()) == list(report.inventory)  # the JSON's key order too
+    assert Inventory.from_dict(typed.to_dict()) == typed
+    if report.inventory["gpus"]:
+        assert isinstance(typed.gpus[0], Gpu)
+        assert typed.gpus[0].model == report.inventory["gpus"][0]["model"]
+
+
+def test_an_inventory_of_nothing_computed_knows_nothing():
+    nothing = Inventory.from_facts(Facts.given({}))
+    assert nothing == Inventory() == Inventory.from_dict(None) == Inventory.from_dict([1])
+    assert set(nothing.to_dict().values()) == {None}
+
+
+def test_a_damaged_inventory_keeps_only_sections_of_the_right_kind():
+    odd = Inventory.from_dict({"gpus": {"0": 1}, "pcie": [1, {"address": "0000:01:00.0"}]})
+    assert odd.gpus is None
+    assert [d.address for d in odd.pcie] == ["0000:01:00.0"] and odd.pcie[0].width is None

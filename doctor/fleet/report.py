@@ -1,7 +1,7 @@
 """`dldoctor fleet report`: many node reports folded into one (docs/fleet.md).
 
 Per check, how many nodes pass, warn, fail or error, the nodes folded as ClusterShell node
-sets; per key fact (fleet/keyfacts.py), the majority value and the nodes that differ (the
+sets; per key fact (doctor/keyfacts.py), the majority value and the nodes that differ (the
 odd ones out); with `since`, the nodes whose findings or key facts changed, compared by
 `dldoctor diff`'s own code (doctor/diffing.py). Reports are read one at a time and only
 tallies are kept: 10,000 nodes fit in a few tens of MiB.
@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from dldoctor import keyfacts
 from dldoctor.exitcodes import ExitCode
-from dldoctor.fleet import keyfacts
 from dldoctor.fleet.nodes import KINDS, NODE_NAME, Entry, NodeReport, Problem, load
 
 log = logging.getLogger("dldoctor")
@@ -86,7 +86,7 @@ class Tally:
         self.reported: list[str] = []
         self.problems: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
         self.checks: dict[str, _Check] = {}
-        self.facts = {name: _Fact() for name in keyfacts.FLEET_FACTS}
+        self.facts = {name: _Fact() for name in keyfacts.NAMES}
         self.labels: dict[str, str] = {}
 
     def add_problem(self, name: str, problem: Problem) -> None:
@@ -193,16 +193,10 @@ def _change(name: str, old: Entry, now: NodeReport | Problem, facts) -> dict | N
 
 
 def _side(path: str, report: NodeReport, facts):
-    from dldoctor.diffing import UNKNOWN, Side, _finding_table
+    from dldoctor.diffing import Side, _finding_table, known_key_facts
 
     facts = facts if facts is not None else keyfacts.key_facts(report.inventory)
-
-    def known(value):
-        if isinstance(value, dict):
-            return {k: v if v is not None else UNKNOWN for k, v in value.items()}
-        return UNKNOWN if value is None else value
-
-    values = {name: known(v) for name, v in facts.items()}
+    values = known_key_facts(facts)
     labels = keyfacts.gpu_labels(report.inventory)
     keys = ("id", "title", "status", "summary")
     findings = [dict(zip(keys, f, strict=True)) for f in report.findings]
