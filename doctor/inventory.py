@@ -3,8 +3,8 @@
 What `dldoctor diff` and a fleet compare node against node (the key facts,
 doctor/keyfacts.py), what `genconf` pins as a policy and what the Prometheus textfile
 exports as gauges: GPUs and their telemetry, the driver / CUDA / cuDNN / NCCL stack, PCIe
-links, RDMA ports, RAID arrays, mounts, kernel and firmware. It is built only from facts
-the checks already computed (a run with `--only` reports what it looked at, and the
+links, RDMA ports, NVMe controllers, RAID arrays, mounts, kernel and firmware. It is built
+only from facts the checks already computed (a run with `--only` reports what it looked at, and the
 inventory never waits on a probe); a section whose fact was not computed or failed is
 None — "not known", never "none".
 
@@ -32,6 +32,7 @@ from dldoctor.facts.pcie import pcie_links
 from dldoctor.facts.rdma import rdma_devices
 from dldoctor.facts.storage import mounts as mounts_fact
 from dldoctor.facts.storage import network_mounts
+from dldoctor.facts.storage import nvme as nvme_fact
 from dldoctor.facts.system import dmi, kernel, os_release
 from dldoctor.facts.toolkit import toolkits as toolkits_fact
 
@@ -134,6 +135,13 @@ class RdmaPort(_Row):
 
 
 @dataclass(frozen=True)
+class NvmeController(_Row):
+    name: str | None
+    model: str | None
+    firmware: str | None
+
+
+@dataclass(frozen=True)
 class RaidArray(_Row):
     name: str | None
     level: str | None
@@ -191,6 +199,7 @@ class Inventory:
     cuda: Cuda | None = None
     pcie: tuple[PcieDevice, ...] | None = None  # the devices, not the bridges above them
     rdma: tuple[RdmaPort, ...] | None = None  # one row per port
+    nvme: tuple[NvmeController, ...] | None = None  # serials are left out
     raid: tuple[RaidArray, ...] | None = None  # () with no md driver loaded
     mounts: tuple[Mount, ...] | None = None
 
@@ -205,6 +214,7 @@ class Inventory:
             cuda=_cuda(facts),
             pcie=_pcie(facts),
             rdma=_rdma(facts),
+            nvme=_nvme(facts),
             raid=_raid(facts),
             mounts=_mounts(facts),
         )
@@ -219,6 +229,7 @@ class Inventory:
             "cuda": None if self.cuda is None else self.cuda.to_dict(),
             "pcie": _dicts(self.pcie),
             "rdma": _dicts(self.rdma),
+            "nvme": _dicts(self.nvme),
             "raid": _dicts(self.raid),
             "mounts": _dicts(self.mounts),
         }
@@ -240,6 +251,7 @@ class Inventory:
             cuda=Cuda.from_dict(cuda) if isinstance(cuda, Mapping) else None,
             pcie=_rows(PcieDevice, d.get("pcie")),
             rdma=_rows(RdmaPort, d.get("rdma")),
+            nvme=_rows(NvmeController, d.get("nvme")),
             raid=_rows(RaidArray, d.get("raid")),
             mounts=_rows(Mount, d.get("mounts")),
         )
@@ -396,6 +408,13 @@ def _rdma(facts: Facts) -> tuple[RdmaPort, ...] | None:
         for d in devices
         for p in d.ports
     )
+
+
+def _nvme(facts: Facts) -> tuple[NvmeController, ...] | None:
+    controllers = computed(facts, nvme_fact)
+    if controllers is None:
+        return None
+    return tuple(NvmeController(c.name, c.model or None, c.firmware or None) for c in controllers)
 
 
 def _raid(facts: Facts) -> tuple[RaidArray, ...] | None:

@@ -103,6 +103,14 @@ def _nic_firmware(inv: Inventory):
     return _per(inv.rdma, lambda p: p.device, lambda p: p.firmware)
 
 
+def _nvme_firmware(inv: Inventory):
+    return _per(
+        inv.nvme,
+        lambda c: c.name,
+        lambda c: " ".join(str(_text(s)) for s in (c.model, c.firmware) if s),
+    )
+
+
 def _firmware(inv: Inventory, *fields: str) -> str | None:
     if inv.firmware is None:
         return None
@@ -149,6 +157,7 @@ KEY_FACTS: tuple[KeyFact, ...] = (
     ),
     KeyFact("rdma.state", "RDMA port state", lambda inv: _ports(inv, lambda p: p.state)),
     KeyFact("nic.firmware", "RDMA device firmware", _nic_firmware),
+    KeyFact("nvme.firmware", "NVMe model and firmware", _nvme_firmware),
     KeyFact("kernel.release", "kernel release (uname -r)", lambda inv: _text(inv.kernel)),
     KeyFact("os.release", "operating system", lambda inv: _text(inv.os)),
     KeyFact(

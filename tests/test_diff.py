@@ -68,6 +68,25 @@ def test_a_driver_upgrade_is_reported(tmp_path):
     assert "  nvidia.driver: 550.54.15 -> 550.90.07" in text.stdout.splitlines()
 
 
+def test_an_nvme_firmware_update_is_reported(tmp_path):
+    newer = _copy(HEALTHY, tmp_path, "newer")
+    rev = newer / "files/sys/class/nvme/nvme0/firmware_rev"
+    assert rev.read_text().strip() == "MPK7525Q"
+    rev.write_text("MPK7525R\n")
+    proc, doc = diff_json(HEALTHY, newer)
+    assert proc.returncode == 1, proc.stderr
+    rows = {(r["fact"], r["item"]): (r["a"], r["b"]) for r in doc["facts"]}
+    model = "SAMSUNG MZWLR7T6HALA-00007"
+    assert rows[("nvme.firmware", "nvme0")] == (f"{model} MPK7525Q", f"{model} MPK7525R")
+    # The same difference between the two hosts' report JSON files, from their inventories.
+    a = _report(HEALTHY, tmp_path / "a.json")
+    b = _report(newer, tmp_path / "b.json")
+    assert json.loads(b.read_text())["inventory"]["nvme"][0]["firmware"] == "MPK7525R"
+    proc, doc = diff_json(a, b)
+    assert proc.returncode == 1, proc.stderr
+    assert [(r["fact"], r["item"]) for r in doc["facts"]] == [("nvme.firmware", "nvme0")]
+
+
 def test_a_host_with_itself_is_equivalent():
     proc, doc = diff_json(HEALTHY, HEALTHY)
     assert proc.returncode == 0, proc.stderr
