@@ -193,7 +193,7 @@ def _change(name: str, old: Entry, now: NodeReport | Problem, facts) -> dict | N
 
 
 def _side(path: str, report: NodeReport, facts):
-    from dldoctor.diffing import UNKNOWN, Side, _finding_table
+    from dldoctor.diffing import UNKNOWN, Side, finding_table
 
     facts = facts if facts is not None else keyfacts.key_facts(report.inventory)
 
@@ -206,7 +206,7 @@ def _side(path: str, report: NodeReport, facts):
     labels = keyfacts.gpu_labels(report.inventory)
     keys = ("id", "title", "status", "summary")
     findings = [dict(zip(keys, f, strict=True)) for f in report.findings]
-    return Side(path, "report", report.host, _finding_table(findings), values, labels)
+    return Side(path, "report", report.host, finding_table(findings), values, labels)
 
 
 def _document(tally: Tally, strict: bool) -> dict[str, Any]:
