@@ -343,10 +343,8 @@ def _is_backup(b) -> bool:
         base64.b64decode(b["content_b64"], validate=True)
     except ValueError:
         return False
-    return (
-        _count(b.get("mode"), 0o7777)
-        and _count(b.get("uid"), 2**32 - 1)
-        and _count(b.get("gid"), 2**32 - 1)
+    return _count(b.get("mode"), 0o7777) and _count(b.get("uid"), 2**32 - 1) and _count(
+        b.get("gid"), 2**32 - 1
     )
 
 
@@ -372,10 +370,8 @@ _FIELDS = {
     "done": lambda v: _count(v, 10**6),
 }
 _OPTIONAL = {
-    "attributes": lambda v: (
-        isinstance(v, list)
-        and all(isinstance(a, dict) and _strings([a.get("path"), a.get("value")]) for a in v)
-    ),
+    "attributes": lambda v: isinstance(v, list)
+    and all(isinstance(a, dict) and _strings([a.get("path"), a.get("value")]) for a in v),
     "commands": lambda v: isinstance(v, list) and all(map(_is_command, v)),
     "undo_commands": _argvs,  # journals written before "commands"
     "regenerate": _argvs,

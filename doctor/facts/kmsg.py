@@ -622,7 +622,8 @@ def parse_sxid(
         )
         raws.append([line.raw])
     events = [
-        replace(e, raw="\n".join(r)) if len(r) > 1 else e for e, r in zip(events, raws, strict=True)
+        replace(e, raw="\n".join(r)) if len(r) > 1 else e
+        for e, r in zip(events, raws, strict=True)
     ]
     return events, clock.notes(bad_stamps, _unrecognised(unparsed, "SXid"))
 

@@ -45,7 +45,7 @@ def _fit(text: str, width: int) -> str:
     if width <= 1 or len(text) <= width:
         return text
     head = (width - 1) // 2
-    return f"{text[:head]}…{text[len(text) - (width - 1 - head) :]}"
+    return f"{text[:head]}…{text[len(text) - (width - 1 - head):]}"
 
 
 def matches(finding: Finding, text: str, statuses: frozenset[Status] | None) -> bool:
