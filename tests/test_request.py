@@ -124,3 +124,12 @@ def test_a_request_is_built_once_from_the_parsed_line(tmp_path):
     assert (request.root, request.only, request.strict) == ("/srv", ("gpu",), True)
     with pytest.raises(AttributeError):
         request.strict = False  # frozen: no command changes what was asked
+
+
+def test_fix_refuses_to_apply_to_a_bundle_in_one_line_as_its_help_says():
+    for action in (["fix.gpu.blacklist_nouveau", "--apply", "--yes"], ["--undo", "x"]):
+        proc = run_dldoctor("fix", *action, "--from", "anything")
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr == "dldoctor: a replayed bundle can preview a fix, never apply it\n"
+    helped = " ".join(run_dldoctor("fix", "--help").stdout.split())
+    assert "with --apply or --undo it is refused (exit 2)" in helped
