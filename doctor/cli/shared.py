@@ -81,8 +81,12 @@ REQUEST_OPTIONS = {
 class _Refused(argparse.Action):
     """An option that has no meaning for this command: refused in one line (exit 2)."""
 
+    def __init__(self, *args, why: str, **kwargs):
+        super().__init__(*args, help=f"refused here (exit 2): {why}", **kwargs)
+        self.why = why
+
     def __call__(self, parser, namespace, values, option_string=None):
-        parser.error(f"{option_string}: {self.help}")
+        parser.error(f"{option_string}: {self.why}")
 
 
 def add_request_arguments(
@@ -97,7 +101,7 @@ def add_request_arguments(
     for flag, (dest, metavar, text) in REQUEST_OPTIONS.items():
         why = (refused or {}).get(flag)
         if why is not None:
-            p.add_argument(flag, dest=dest, metavar=metavar, action=_Refused, help=why)
+            p.add_argument(flag, dest=dest, metavar=metavar, action=_Refused, why=why)
             continue
         kind = float if flag in ("--timeout", "--deadline") else str
         text = (helps or {}).get(flag, text)
