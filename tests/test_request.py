@@ -6,6 +6,7 @@ file or a bad --timeout in the same line with the same exit code (docs/architect
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -133,3 +134,18 @@ def test_fix_refuses_to_apply_to_a_bundle_in_one_line_as_its_help_says():
         assert proc.stderr == "dldoctor: a replayed bundle can preview a fix, never apply it\n"
     helped = " ".join(run_dldoctor("fix", "--help").stdout.split())
     assert "with --apply or --undo it is refused (exit 2)" in helped
+
+
+def test_diff_judges_a_bundle_under_the_requested_policy(tmp_path):
+    from tests.conftest import HOSTS
+
+    healthy = str(HOSTS / "hgx-h100x8-healthy")
+    recorded = tmp_path / "healthy.json"  # judged under the built-in policy
+    recorded.write_text(run_dldoctor("--check", "--json", "--from", healthy).stdout)
+    assert run_dldoctor("diff", healthy, str(recorded)).returncode == 0
+    site = tmp_path / "site.toml"
+    site.write_text("[gpu]\nexpected_count = 4\n")
+    proc = run_dldoctor("diff", "--json", "--policy", str(site), healthy, str(recorded))
+    assert proc.returncode == 1, proc.stderr
+    (changed,) = json.loads(proc.stdout)["findings"]["changed"]
+    assert changed["id"] == "gpu.count" and changed["a"]["status"] == "fail"
