@@ -21,6 +21,7 @@ from dldoctor import keyfacts
 from dldoctor.exitcodes import ExitCode
 from dldoctor.inventory import Inventory
 from dldoctor.keyfacts import KeyValue
+from dldoctor.policy import Policy
 
 FORMAT = "dldoctor-diff"
 FORMAT_VERSION = 1
@@ -73,7 +74,7 @@ class Side:
     labels: dict[str, str]
 
 
-def _finding_table(findings: Sequence[dict]) -> dict[str, dict]:
+def finding_table(findings: Sequence[dict]) -> dict[str, dict]:
     table: dict[str, dict] = {}
     for f in findings:
         key, n = f["id"], 1
@@ -84,19 +85,19 @@ def _finding_table(findings: Sequence[dict]) -> dict[str, dict]:
     return table
 
 
-def _host_side(path: str, host) -> Side:
+def _host_side(path: str, host, policy: Policy) -> Side:
     from dldoctor.diagnose import diagnose
-    from dldoctor.policy import Policy
     from dldoctor.registry import builtin_checks, ordered
 
-    # Built-in checks and the built-in policy only: a diff compares hosts, not settings.
-    report = diagnose(host, Policy(), ordered(builtin_checks()))
+    # Built-in checks only, under the built-in policy unless --policy names the site's:
+    # a diff compares hosts, not settings.
+    report = diagnose(host, policy, ordered(builtin_checks()))
     inventory = Inventory.from_dict(report.inventory)
     return Side(
         path,
         "bundle" if host.kind == "replay" else host.kind,  # or "sosreport", "nvidia-bug-report"
         report.host,
-        _finding_table([f.to_dict() for f in report.findings]),
+        finding_table([f.to_dict() for f in report.findings]),
         read_key_facts(inventory),
         keyfacts.gpu_labels(inventory),
     )
@@ -128,23 +129,24 @@ def _report_side(path: str) -> Side:
     if not isinstance(report.host, dict):
         raise DiffInputError(f"{path} is not a dldoctor report: its host is not an object")
     if not report.inventory:  # made before the inventory existed
-        return Side(path, "report", report.host, _finding_table(findings), None, {})
+        return Side(path, "report", report.host, finding_table(findings), None, {})
     inventory = Inventory.from_dict(report.inventory)
     return Side(
         path,
         "report",
         report.host,
-        _finding_table(findings),
+        finding_table(findings),
         read_key_facts(inventory),
         keyfacts.gpu_labels(inventory),
     )
 
 
 @contextlib.contextmanager
-def opened(path: str) -> Iterator[Side]:
+def opened(path: str, policy: Policy | None = None) -> Iterator[Side]:
     """One input, read: a report JSON file, or anything `--from` reads (a bundle directory
-    or `.tar.gz`, a sos report, an nvidia-bug-report log), opened by `--from`'s own opener.
-    The one place that tells the kinds apart."""
+    or `.tar.gz`, a sos report, an nvidia-bug-report log), opened by `--from`'s own opener
+    and diagnosed under `policy` (default: the built-in one). The one place that tells the
+    kinds apart."""
     from dldoctor.host.foreign import open_input
     from dldoctor.snapshots.bundle import BundleError
 
@@ -156,7 +158,7 @@ def opened(path: str) -> Iterator[Side]:
                 make_host, _folder = open_input(path, cleanup)
             except BundleError as exc:
                 raise DiffInputError(str(exc)) from None
-            yield _host_side(path, make_host())
+            yield _host_side(path, make_host(), policy or Policy())
     elif os.path.exists(path):  # a FIFO or a device would block the read, or never end
         raise DiffInputError(f"{path}: not a bundle directory nor a regular file")
     else:
@@ -282,9 +284,9 @@ def render_text(doc: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dldoctor.cli import _Parser
+    from dldoctor.cli.shared import Parser, add_request_arguments
 
-    p = _Parser(
+    p = Parser(
         prog="dldoctor diff",
         description="Compare two hosts, or one host at two moments: the findings whose "
         "status changed, the findings only in one, and the key facts that changed.",
@@ -296,18 +298,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("b", metavar="B", help="the same, to compare with A")
     p.add_argument("--json", action="store_true", help="print the diff as JSON on stdout")
+    add_request_arguments(
+        p,
+        helps={
+            "--policy": "judge the bundles A and B under this policy (default: built-in; "
+            "a report JSON keeps the verdicts it was written with)",
+            "--timeout": "time limit of each probe of a bundle's diagnosis",
+            "--deadline": "each bundle's diagnosis ends by then (default 20)",
+        },
+        refused={"--from": "the inputs of a diff are A and B"},
+    )
     return p
 
 
 def main(argv: Sequence[str]) -> int:
-    from dldoctor.cli import OutputError, _write_output
+    from dldoctor.cli.shared import OutputError, write_output
+    from dldoctor.request import request_from
 
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
         return int(exc.code or 0)
+    request = request_from(args)
     try:
-        with opened(args.a) as a, opened(args.b) as b:
+        with opened(args.a, request.policy) as a, opened(args.b, request.policy) as b:
             doc = compare(a, b)
     except DiffInputError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
@@ -317,7 +331,7 @@ def main(argv: Sequence[str]) -> int:
     else:
         text = render_text(doc)
     try:
-        _write_output(lambda: sys.stdout.write(text))
+        write_output(lambda: sys.stdout.write(text))
     except OutputError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
         return ExitCode.OUTPUT

@@ -37,7 +37,7 @@ class ExitCode(enum.IntEnum):
     OUTPUT = 6
     INTERRUPTED = 130
     TERMINATED = 143
-    KILLED = 137  # SIGKILL from the backstop (cli._backstop): the shell's 128 + 9
+    KILLED = 137  # SIGKILL from the backstop (dldoctor.cli.guard.backstop): the shell's 128 + 9
 
 
 def exit_code_for(findings, *, strict: bool = False) -> ExitCode:

@@ -34,9 +34,9 @@ WHY_UNKNOWN = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dldoctor.cli import _id_list, _Parser
+    from dldoctor.cli.shared import Parser, add_request_arguments, add_selection_arguments
 
-    p = _Parser(
+    p = Parser(
         prog="dldoctor genconf",
         description="Write the expected state of this healthy host as a policy file "
         "(GPU count and model, driver and CUDA versions, InfiniBand ports and rate, "
@@ -45,37 +45,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--force writes it anyway), 2 usage error, 4 unreadable bundle or policy, "
         "6 the output could not be written.",
     )
-    p.add_argument("--from", dest="bundle", metavar="BUNDLE", help="a recorded bundle instead")
-    p.add_argument("--root", metavar="DIR", help="read files under DIR instead of /")
-    p.add_argument(
-        "--policy", metavar="FILE", help="the policy that judges whether the host is healthy"
+    add_request_arguments(
+        p, helps={"--policy": "the policy that judges whether the host is healthy"}
     )
-    p.add_argument("--only", type=_id_list, action="extend", default=[], metavar="IDS")
-    p.add_argument("--skip", type=_id_list, action="extend", default=[], metavar="IDS")
+    p.add_argument("--root", metavar="DIR", help="read files under DIR instead of /")
+    add_selection_arguments(p)
     p.add_argument(
         "--force",
         action="store_true",
         help="write the policy even if the host fails checks (the file names them)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    p.add_argument("--timeout", type=float, metavar="SECONDS")
-    p.add_argument("--deadline", type=float, metavar="SECONDS")
     p.add_argument("--no-plugins", action="store_true")
     return p
 
 
 def main(argv: Sequence[str]) -> int:
-    """Called by cli._run, whose handlers turn UsageError, InputError and OutputError
+    """Called by dldoctor.cli.main, whose handlers turn UsageError, InputError and OutputError
     into their one line and exit code."""
-    from dldoctor.cli import _policy, _write_file, _write_output, diagnose_for
+    from dldoctor.cli.check import diagnose_for
+    from dldoctor.cli.shared import write_file, write_output
+    from dldoctor.request import request_from
 
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
         return int(exc.code or 0)
-    policy, policy_source = _policy(args)
+    request = request_from(args)
     with contextlib.ExitStack() as cleanup:  # an extracted --from archive, removed here
-        report, host = diagnose_for(args, policy, policy_source, cleanup)
+        report, host = diagnose_for(request, cleanup)
         manifest = getattr(getattr(host, "bundle", None), "manifest", None) or {}
     failing = [f for f in report.findings if f.status is Status.FAIL]
     if failing and not args.force:
@@ -90,9 +88,9 @@ def main(argv: Sequence[str]) -> int:
     # TOML is UTF-8 whatever the locale says.
     data = render(report, recorded=str(manifest.get("created") or "")).encode("utf-8")
     if args.output:
-        _write_file(args.output, data)
+        write_file(args.output, data)
     else:
-        _write_output(lambda: (sys.stdout.buffer.write(data), sys.stdout.buffer.flush()))
+        write_output(lambda: (sys.stdout.buffer.write(data), sys.stdout.buffer.flush()))
     return 0
 
 

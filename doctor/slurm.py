@@ -18,7 +18,15 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from dldoctor import cli
+from dldoctor.cli.check import diagnose_for
+from dldoctor.cli.guard import guard_deadline
+from dldoctor.cli.shared import (
+    Parser,
+    UsageError,
+    add_request_arguments,
+    add_selection_arguments,
+    write_output,
+)
 from dldoctor.exitcodes import ExitCode, exit_code_for
 from dldoctor.model import Finding, Status
 
@@ -51,8 +59,8 @@ class SlurmError(Exception):
     pass
 
 
-def build_parser() -> cli._Parser:
-    p = cli._Parser(
+def build_parser() -> Parser:
+    p = Parser(
         prog="dldoctor slurm-healthcheck",
         description="Run the checks as Slurm's HealthCheckProgram; with --drain, drain the "
         "node when they fail and resume it when they pass (only a node dldoctor drained).",
@@ -60,16 +68,16 @@ def build_parser() -> cli._Parser:
         "not finish (the node is left as it is), 4 unreadable policy, 5 internal error, "
         f"{SLURM_FAILED} scontrol could not read or change the node. See docs/slurm.md.",
     )
-    p.add_argument("--policy", metavar="FILE", help="TOML policy file (default: built-in)")
-    for flag, what in (("--only", "run only these checks"), ("--skip", "skip these checks")):
-        p.add_argument(
-            flag,
-            type=cli._id_list,
-            action="extend",
-            default=[],
-            metavar="IDS",
-            help=f"{what}: ids, id prefixes or categories, comma-separated",
-        )
+    add_request_arguments(
+        p,
+        helps={
+            "--timeout": "time limit of each command and filesystem probe of the checks",
+            "--deadline": f"the checks end by then (default 20, policy timeouts.deadline_s; "
+            f"at most {MAX_DEADLINE_S:g}: slurmd kills the program at 60 s)",
+        },
+        refused={"--from": "a health check is of this node: no bundle stands for it"},
+    )
+    add_selection_arguments(p)
     p.add_argument("--strict", action="store_true", help="warnings also fail (and drain)")
     p.add_argument(
         "--drain",
@@ -83,37 +91,23 @@ def build_parser() -> cli._Parser:
         help="the Slurm node name (default: SLURMD_NODENAME, which slurmd sets, else the "
         "short host name)",
     )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        metavar="SECONDS",
-        help="time limit of each command and filesystem probe of the checks",
-    )
-    p.add_argument(
-        "--deadline",
-        type=float,
-        metavar="SECONDS",
-        help=f"the checks end by then (default 20, policy timeouts.deadline_s; at most "
-        f"{MAX_DEADLINE_S:g}: slurmd kills the program at 60 s)",
-    )
     p.add_argument("--no-plugins", action="store_true", help="do not load third-party checks")
-    p.set_defaults(bundle=None, root=None)
     return p
 
 
 def main(argv: Sequence[str], watchdog: list[int] | None = None) -> int:
-    """The command; `watchdog` as in cli._run (None: called in-process, no watchdog)."""
+    """The command; `watchdog` as in dldoctor.cli.main (None: called in-process, no watchdog)."""
+    from dldoctor.request import request_from
+
     started = time.monotonic()
     args = build_parser().parse_args(list(argv))
     os.environ.setdefault("PATH", DEFAULT_PATH)
-    policy, source = cli._policy(args)
-    policy = _within_slurms_limit(policy, args.deadline)
-    deadline_at = started + policy.timeouts.deadline_s
+    request = request_from(args, started=started)
+    request = replace(request, policy=_within_slurms_limit(request.policy, request.deadline))
+    deadline_at = request.deadline_at
     if watchdog is not None:
-        end = deadline_at + SCONTROL_CALLS * SCONTROL_TIMEOUT_S
-        cli._backstop(end + cli.BACKSTOP_SLACK_S)  # first: forked before any thread starts
-        cli._watchdog(end + cli.WATCHDOG_SLACK_S, watchdog)
-    findings = _diagnose(args, policy, source, deadline_at)
+        guard_deadline(deadline_at + SCONTROL_CALLS * SCONTROL_TIMEOUT_S, watchdog)
+    findings = _diagnose(request, deadline_at)
     code = exit_code_for(findings, strict=args.strict)
     node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     lines = [f"{f.status.value} {f.id}: {f.summary}" for f in _worth_saying(findings)]
@@ -132,7 +126,7 @@ def main(argv: Sequence[str], watchdog: list[int] | None = None) -> int:
         f"dldoctor: {verdict} in {time.monotonic() - started:.1f} s (exit {int(code)}); "
         f"node {node}: {action}",
     )
-    cli._write_output(lambda: print("\n".join(lines)))
+    write_output(lambda: print("\n".join(lines)))
     return int(code)
 
 
@@ -141,7 +135,7 @@ def _within_slurms_limit(policy, deadline_flag: float | None):
     if deadline <= MAX_DEADLINE_S:
         return policy
     if deadline_flag is not None:
-        raise cli.UsageError(
+        raise UsageError(
             f"--deadline {deadline_flag:g}: at most {MAX_DEADLINE_S:g} s for "
             "slurm-healthcheck (slurmd kills it at 60 s)"
         )
@@ -154,10 +148,10 @@ def _within_slurms_limit(policy, deadline_flag: float | None):
     return replace(policy, timeouts=replace(policy.timeouts, deadline_s=MAX_DEADLINE_S))
 
 
-def _diagnose(args, policy, source: str, deadline_at: float) -> list[Finding]:
+def _diagnose(request, deadline_at: float) -> list[Finding]:
     """The same run as `dldoctor --check`, in this process."""
     with contextlib.ExitStack() as cleanup:
-        return cli.diagnose_for(args, policy, source, cleanup, deadline_at=deadline_at)[0].findings
+        return diagnose_for(request, cleanup, deadline_at=deadline_at)[0].findings
 
 
 def _worth_saying(findings: Iterable[Finding]) -> list[Finding]:

@@ -15,12 +15,14 @@ from dldoctor.fixes.verify import after_boot, recheck, verdict
 
 
 def parser() -> argparse.ArgumentParser:
-    from dldoctor.cli import _Parser
+    from dldoctor.cli.shared import Parser, add_request_arguments
 
-    p = _Parser(
+    p = Parser(
         prog="dldoctor fix",
         description="Without ID: the fixes for this host's findings. With ID: its preview "
         "(nothing changes) or, with --apply, the change itself.",
+        epilog="--from previews the fixes of a bundle; with --apply or --undo it is refused "
+        "(exit 2): a fix is applied to a machine, never to a bundle.",
     )
     p.add_argument("id", nargs="?", help="a fix id (fix.gpu.blacklist_nouveau)")
     p.add_argument("--apply", action="store_true", help="make the change (root)")
@@ -32,66 +34,81 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--undo", metavar="JOURNAL_ID", help="undo an applied fix")
     p.add_argument("--history", action="store_true", help="the fixes applied here")
-    p.add_argument("--from", dest="bundle", metavar="BUNDLE", help="preview for a bundle")
-    p.add_argument(
-        "--policy", metavar="FILE", help="the site's policy: which findings fail, what fixes aim at"
+    add_request_arguments(
+        p,
+        helps={
+            "--from": "list and preview the fixes of a bundle (never applied to one)",
+            "--deadline": "the diagnosis of the listing and the re-check after --apply "
+            "end by then (default 20; policy timeouts.deadline_s)",
+        },
     )
-    p.set_defaults(timeout=None, deadline=None)  # what the policy loader also reads
-    p.add_argument("--root", default="/", help=argparse.SUPPRESS)  # tests: a temporary root
+    p.add_argument("--root", help=argparse.SUPPRESS)  # tests: a temporary root
     return p
 
 
 def _say(text: str) -> None:
     """A line on stdout: a full or failing stdout is the output error (exit 6), as in every
     mode; the preview is on it before anything is applied."""
-    from dldoctor.cli import _write_output
+    from dldoctor.cli.shared import write_output
 
-    _write_output(lambda: print(text))
+    write_output(lambda: print(text))
 
 
-def _host(args):
+def _host(request, folder: str):
+    """This machine (under --root), or the bundle extracted at `folder`."""
     from dldoctor.host.live import LiveHost
 
-    if not args.bundle:
-        return LiveHost(args.root)
+    if not folder:
+        t = request.policy.timeouts
+        return LiveHost(
+            request.host_root,
+            command_timeout=t.command_s,
+            fs_timeout=t.filesystem_s,
+            probe_timeout=t.nvml_s,
+        )
     from dldoctor.host.replay import ReplayHost
 
-    return ReplayHost(args.bundle)
+    return ReplayHost(folder)
 
 
 def main(argv: list[str]) -> int:
-    """Called by cli._run, whose handlers turn an unreadable policy into its one line and
-    exit 4."""
-    from dldoctor.cli import _policy
+    """Called by dldoctor.cli.main, whose handlers say a usage error or an unreadable
+    policy in one line with its exit code."""
+    from dldoctor.cli.shared import UsageError
+    from dldoctor.request import request_from
 
     args = parser().parse_args(argv)
-    args.policy, args.policy_source = _policy(args)  # read once: listing, plan and re-check
+    request = request_from(args)
+    if request.bundle and (args.apply or args.undo):
+        # Before any work: the preview of a bundle is all a bundle can have.
+        raise UsageError("a replayed bundle can preview a fix, never apply it")
     with contextlib.ExitStack() as cleanup:  # an archive, extracted for the preview
-        if args.bundle:
+        folder = ""
+        if request.bundle:
             from dldoctor.snapshots.archive import read_bundle
             from dldoctor.snapshots.bundle import BundleError
 
             try:
-                args.bundle = read_bundle(args.bundle, cleanup)[0].path
+                folder = read_bundle(request.bundle, cleanup)[0].path
             except BundleError as exc:
                 print(f"dldoctor: {exc}", file=sys.stderr)
                 return ExitCode.BAD_INPUT
-        return _main(args)
+        return _main(args, request, folder)
 
 
-def _main(args) -> int:
-    target = target_for(args.root, args.bundle)
+def _main(args, request, folder: str) -> int:
+    target = target_for(request.host_root, folder or None)
     try:
         if args.history:
-            return _history(target, args.policy)
+            return _history(target, request.policy)
         if args.undo:
-            _need_root(args, f"dldoctor fix --undo {args.undo}")
+            need_root(request.host_root, f"dldoctor fix --undo {args.undo}")
             record = undo(args.undo, target, on_recovered=said_recovered)
             _say(f"{record['fix']}: {record['state']} ({record['id']})")
             return ExitCode.OK
         if not args.id:
-            return _listing(args)
-        return _one(args, target)
+            return _listing(request, folder)
+        return _one(args, request, folder, target)
     except JournalError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
         return ExitCode.BAD_INPUT
@@ -143,18 +160,14 @@ def apply_and_verify(
     return record, statuses
 
 
-def _need_root(args, command: str) -> None:
-    need_root(args.root, command)
-
-
-def _listing(args) -> int:
+def _listing(request, folder: str) -> int:
     from dldoctor.diagnose import diagnose
     from dldoctor.registry import builtin_checks, ordered
 
-    report = diagnose(_host(args), args.policy, ordered(builtin_checks()))
+    report = diagnose(_host(request, folder), request.policy, ordered(builtin_checks()))
     offered = [(f, i) for f in report.findings for i in f.fixes]
-    if args.policy_source != "built-in":  # the thresholds in the summaries are the site's
-        _say(f"judged by the policy {args.policy_source}")
+    if request.policy_source != "built-in":  # the thresholds in the summaries are the site's
+        _say(f"judged by the policy {request.policy_source}")
     if not offered:
         _say("no finding here has a fix dldoctor can apply")
     for finding, fix_id in offered:
@@ -162,23 +175,26 @@ def _listing(args) -> int:
     return ExitCode.OK
 
 
-def _one(args, target: Target) -> int:
-    plan = plan_for(args.id, _host(args), args.policy)
+def _one(args, request, folder: str, target: Target) -> int:
+    plan = plan_for(args.id, _host(request, folder), request.policy)
     _say(plan.preview(target))
     if not args.apply:
         _say("(a preview: nothing was changed; --apply to make the change)")
         return ExitCode.OK
-    if args.bundle:
-        raise FixError("a replayed bundle can preview a fix, never apply it")
-    _need_root(args, f"dldoctor fix {args.id} --apply")
+    need_root(request.host_root, f"dldoctor fix {args.id} --apply")
     if not args.yes and not _confirmed():
         raise FixError("not applied: no confirmation (answer y, or pass --yes)")
     record, statuses = apply_and_verify(
-        plan, target, _host(args), args.policy, force=args.force, on_recovered=said_recovered
+        plan,
+        target,
+        _host(request, folder),
+        request.policy,
+        force=args.force,
+        on_recovered=said_recovered,
     )
     checks = ", ".join(f"{k} {v}" for k, v in statuses.items())
-    if args.policy_source != "built-in":
-        checks += f"; under the policy {args.policy_source}"
+    if request.policy_source != "built-in":
+        checks += f"; under the policy {request.policy_source}"
     _say(f"{plan.fix_id}: applied ({record['id']}); {record['verdict']} ({checks})")
     return ExitCode.OK
 

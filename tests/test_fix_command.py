@@ -58,7 +58,7 @@ def test_apply_refuses_without_a_confirmation_and_on_a_bundle(tmp_path):
         unconfirmed.stderr == "dldoctor: not applied: no confirmation (answer y, or pass --yes)\n"
     )
     replayed = run_dldoctor("fix", FIX, "--apply", "--yes", "--from", str(NOUVEAU))
-    assert replayed.returncode == 1
+    assert replayed.returncode == 2 and replayed.stdout == ""  # refused before the preview
     assert replayed.stderr == "dldoctor: a replayed bundle can preview a fix, never apply it\n"
     unknown = run_dldoctor("fix", "fix.no.such", "--root", str(root))
     assert unknown.returncode == 1 and "no fix 'fix.no.such'" in unknown.stderr

@@ -85,13 +85,13 @@ def writes_into_streams(tmp_path):
     """A device test runs as root here: a writer that replaced what stands at its path
     would replace /dev/null itself. So first a FIFO of our own must prove, through the same
     function the CLI writes with, that streams are written into."""
-    from dldoctor.cli import _write_file
+    from dldoctor.cli import write_file
 
     fifo = tmp_path / "probe"
     os.mkfifo(fifo)
     got: list[bytes] = []
     reader = read_fifo(fifo, got)
-    _write_file(str(fifo), b"probe")
+    write_file(str(fifo), b"probe")
     reader.join(10)
     if not (stat.S_ISFIFO(os.lstat(fifo).st_mode) and got == [b"probe"]):
         pytest.fail("the output writer replaces a FIFO: not run on a real device")

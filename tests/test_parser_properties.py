@@ -183,6 +183,8 @@ BY_CONTRACT = {
     "dldoctor.shellwords.split": "ValueError on an unclosed quote: read by os-release, "
     "command_words and the sos reader, all listed",
     "dldoctor.tomllines.key_lines": "ValueError on text it cannot place: read by line_of",
+    "dldoctor.cli.shared.id_list": "argparse.ArgumentTypeError on no id: argparse's type for "
+    "--only/--skip, tested through the command line (test_cli)",
 }
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from dldoctor.exitcodes import ExitCode
 
+DEFAULT_NODE_TIMEOUT_S = 120.0
 EPILOG = (
     "Exit codes as for --check: 0 no node failed a check, 1 some node failed one (or, with "
     "--strict, warned or is an odd one out), 2 usage error, 3 no failure but some node "
@@ -32,16 +33,16 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dldoctor.cli import _Parser
+    from dldoctor.cli.shared import Parser, add_request_arguments
 
-    p = _Parser(
+    p = Parser(
         prog="dldoctor fleet",
         description="Sweep many nodes with dldoctor through ClusterShell, and fold their "
         "reports into one: per check, the nodes that pass, warn, fail or error; per key "
         "fact, the majority and the odd ones out.",
         epilog=EPILOG,
     )
-    sub = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
     run = sub.add_parser(
         "run",
         help="run dldoctor on every node of a node set and report",
@@ -64,10 +65,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where the reports go (new or empty; default dldoctor-fleet-<UTC time>)",
     )
-    run.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="this policy file (read here) goes to every node on its stdin",
+    add_request_arguments(
+        run,
+        helps={
+            "--policy": "this policy file (read here) goes to every node on its stdin",
+            # Not the checks' --timeout: the sweep's, of each node's whole run.
+            "--timeout": "per node: one still running then is timed out (default 120, "
+            "at most 86400)",
+        },
+        refused={
+            "--from": "a sweep runs on the nodes; fold recorded reports or bundles with "
+            "`dldoctor fleet report`",
+            "--deadline": "each node's run ends by --timeout",
+        },
     )
     run.add_argument(
         "--snapshot",
@@ -80,13 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=64,
         metavar="N",
         help="nodes at a time (ClusterShell's fan-out; default 64)",
-    )
-    run.add_argument(
-        "--timeout",
-        type=float,
-        default=120.0,
-        metavar="SECONDS",
-        help="per node: one still running then is timed out (default 120)",
     )
     run.add_argument(
         "--ssh-options",
@@ -111,6 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
     )
     report.add_argument("inputs", nargs="+", metavar="DIR|FILE")
+    add_request_arguments(
+        report,
+        refused={
+            "--policy": "a node's report keeps the verdicts its own run gave",
+            "--from": "the inputs of a fleet report are DIR|FILE",
+            "--timeout": "folding reports runs nothing on a node",
+            "--deadline": "folding reports runs nothing on a node",
+        },
+    )
     _output_flags(report)
     return p
 
@@ -124,13 +136,17 @@ def main(argv: Sequence[str]) -> int:
         return int(exc.code or 0)
     if args.action == "run":
         from dldoctor.fleet.run import sweep
+        from dldoctor.request import request_from
 
-        return _report([sweep(args)], args)
+        # The sweep's --timeout is each node's, not the checks': the request has none.
+        node_timeout = DEFAULT_NODE_TIMEOUT_S if args.timeout is None else args.timeout
+        request = request_from(argparse.Namespace(**{**vars(args), "timeout": None}))
+        return _report([sweep(args, request, node_timeout)], args)
     return _report(args.inputs, args)
 
 
 def _report(inputs: list[str], args) -> int:
-    from dldoctor.cli import _write_output
+    from dldoctor.cli.shared import write_output
     from dldoctor.fleet import render
     from dldoctor.fleet.nodes import InputError, entries
     from dldoctor.fleet.report import build
@@ -147,5 +163,5 @@ def _report(inputs: list[str], args) -> int:
         text = render.render_markdown(doc)
     else:
         text = render.render_text(doc)
-    _write_output(lambda: sys.stdout.write(text))
+    write_output(lambda: sys.stdout.write(text))
     return doc["summary"]["exit_code"]

@@ -193,14 +193,14 @@ def _change(name: str, old: Entry, now: NodeReport | Problem, facts) -> dict | N
 
 
 def _side(path: str, report: NodeReport, facts):
-    from dldoctor.diffing import Side, _finding_table, known_key_facts
+    from dldoctor.diffing import Side, finding_table, known_key_facts
 
     facts = facts if facts is not None else keyfacts.key_facts(report.inventory)
     values = known_key_facts(facts)
     labels = keyfacts.gpu_labels(report.inventory)
     keys = ("id", "title", "status", "summary")
     findings = [dict(zip(keys, f, strict=True)) for f in report.findings]
-    return Side(path, "report", report.host, _finding_table(findings), values, labels)
+    return Side(path, "report", report.host, finding_table(findings), values, labels)
 
 
 def _document(tally: Tally, strict: bool) -> dict[str, Any]:
