@@ -21,6 +21,8 @@ from dldoctor.model import Outcome
 ENTRY_POINT_GROUP = "dldoctor.checks"
 NO_PLUGINS_ENV = "DLDOCTOR_NO_PLUGINS"
 _MARK = "__dldoctor_check__"
+# A wrapper that hands a check its needs (checks/needs.py) gives the check's own line here.
+LINE = "__dldoctor_line__"
 
 # What a check needs before it can judge: a function of the facts answering None (go on)
 # or the Outcome that stands instead of the check's (usually a skip that says why).
@@ -41,6 +43,12 @@ CATEGORY_ORDER = (
     "network",
     "thermal",
     "plugins",
+)
+# Within a category, the built-in modules that share it, in display order (the gpu checks
+# are split by subject); a module not named here follows them, by name.
+MODULE_ORDER = tuple(
+    f"dldoctor.checks.{name}"
+    for name in ("driver", "nvlink", "gpu_memory", "precision", "xid", "amd", "nvswitch")
 )
 
 
@@ -87,7 +95,7 @@ def check(
             fn=fn,
             remediation=remediation,
             fixes=tuple(fixes),
-            order=fn.__code__.co_firstlineno,
+            order=getattr(fn, LINE, fn.__code__.co_firstlineno),
             requires=needs,
         )
         setattr(fn, _MARK, spec)
@@ -196,7 +204,9 @@ def ordered(specs: Iterable[CheckSpec]) -> list[CheckSpec]:
             if s.category in CATEGORY_ORDER
             else len(CATEGORY_ORDER)
         )
-        return (rank, s.category, s.source != "builtin", s.fn.__module__, s.order)
+        module = s.fn.__module__
+        place = MODULE_ORDER.index(module) if module in MODULE_ORDER else len(MODULE_ORDER)
+        return (rank, s.category, s.source != "builtin", place, module, s.order)
 
     return sorted(specs, key=key)
 

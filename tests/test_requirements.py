@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dldoctor.checks import gpu
+from dldoctor.checks import driver, gpu_memory, precision
 from dldoctor.facts import Facts, fact
 from dldoctor.facts import gpu as g
 from dldoctor.facts.nvidia import nvidia
@@ -157,7 +157,12 @@ def test_gpu_checks_skip_with_the_reason_the_driver_cannot_be_asked():
         (broken, "the NVIDIA driver library and kernel module differ"),
         (none, "the NVIDIA driver reports no GPUs"),
     ]:
-        for fn in (gpu.ecc_errors, gpu.driver_version, gpu.persistence, gpu.mixed_precision):
+        for fn in (
+            gpu_memory.ecc_errors,
+            driver.driver_version,
+            driver.persistence,
+            precision.mixed_precision,
+        ):
             finding = run_check(fn.__dldoctor_check__, Facts.given({nvidia: stack}), Policy())
             assert (finding.status, finding.summary) == (Status.SKIP, why), fn.__name__
 
@@ -165,7 +170,7 @@ def test_gpu_checks_skip_with_the_reason_the_driver_cannot_be_asked():
 def test_nvidia_gpus_is_asked_through_the_check_view_on_a_real_bundle():
     # ubuntu2204-healthy has no NVIDIA stack: the skip carries the NVML probe as evidence.
     facts = Facts(ReplayHost(str(HOSTS / "ubuntu2204-healthy")))
-    finding = run_check(gpu.ecc_mode.__dldoctor_check__, facts, Policy())
+    finding = run_check(gpu_memory.ecc_mode.__dldoctor_check__, facts, Policy())
     assert (finding.status, finding.summary) == (
         Status.SKIP,
         "neither NVML (nvidia-ml-py) nor nvidia-smi is available",
