@@ -102,15 +102,16 @@ def host_side_gpus(what: str) -> Need:
 
 
 def reporting_gpus(*fields: str, nobody: str, what: str = "") -> Need:
-    """Need, after `nvidia_gpus`: the GPUs that report any of `fields`, or the skip `nobody`.
-    `what`: the reading a vGPU guest cannot make (its GPUs are left out)."""
+    """Need, after `nvidia_gpus`: the GPUs that report any of `fields` (a field not reported
+    is None or ""), or the skip `nobody`. `what`: the reading a vGPU guest cannot make (its
+    GPUs are left out)."""
 
     def reporting_gpus(facts: Facts) -> list[g.Gpu] | Outcome:
         stack = facts.get(nvidia)
         candidates, skip = host_side(stack, what) if what else (list(stack.gpus), None)
         if skip:
             return skip
-        gpus = [x for x in candidates if any(getattr(x, f) is not None for f in fields)]
+        gpus = [x for x in candidates if any(getattr(x, f) not in (None, "") for f in fields)]
         return gpus or skipped(nobody)
 
     return reporting_gpus
