@@ -26,7 +26,6 @@ from dldoctor.facts.numa import NumaTopology, numa_topology
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import PciDevice, pci_devices
 from dldoctor.model import Outcome, skipped
-from dldoctor.registry import LINE
 
 Need = Callable[[Facts], Any]  # what the check needs, or the Outcome that stands instead
 
@@ -59,7 +58,6 @@ def needs(*wants: Need) -> Callable[[Callable[..., Outcome]], Callable[..., Outc
                 given.append(answer)
             return fn(facts, policy, *given)
 
-        setattr(judge, LINE, fn.__code__.co_firstlineno)  # checks keep their reading order
         return judge
 
     return wrap

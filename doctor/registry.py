@@ -21,8 +21,6 @@ from dldoctor.model import Outcome
 ENTRY_POINT_GROUP = "dldoctor.checks"
 NO_PLUGINS_ENV = "DLDOCTOR_NO_PLUGINS"
 _MARK = "__dldoctor_check__"
-# A wrapper that hands a check its needs (checks/needs.py) gives the check's own line here.
-LINE = "__dldoctor_line__"
 
 # What a check needs before it can judge: a function of the facts answering None (go on)
 # or the Outcome that stands instead of the check's (usually a skip that says why).
@@ -95,7 +93,8 @@ def check(
             fn=fn,
             remediation=remediation,
             fixes=tuple(fixes),
-            order=getattr(fn, LINE, fn.__code__.co_firstlineno),
+            # The function as written: a wrapper's (functools.wraps) line is not its place.
+            order=inspect.unwrap(fn).__code__.co_firstlineno,
             requires=needs,
         )
         setattr(fn, _MARK, spec)

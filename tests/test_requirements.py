@@ -219,3 +219,15 @@ def test_the_gpu_checks_keep_their_order_across_their_modules():
         "gpu.amd.inventory",
         "gpu.nvswitch.sxid",
     ]
+
+
+def test_a_wrapped_check_keeps_its_place_in_its_module():
+    # network's on_known_ports wraps three checks: their place is the line they are written
+    # at, not the wrapper's (which put them before ib.errors, out of the golden files' order).
+    assert [s.id for s in ordered(builtin_checks()) if s.category == "network"] == [
+        "network.ib.state",
+        "network.ib.rate",
+        "network.ib.errors",
+        "network.roce",
+        "network.gpudirect",
+    ]
