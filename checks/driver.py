@@ -313,3 +313,29 @@ def mig_pending(facts: Facts, policy: Policy, capable: list[g.Gpu]) -> Outcome:
         return warned(f"{len(pending)} GPU(s) wait for a reset to change MIG mode", pending)
     on = sum(1 for x in capable if x.mig_current)
     return passed(f"MIG on for {on} of {len(capable)} capable GPU(s), no change pending")
+
+
+@check(
+    "gpu.compute_mode",
+    "Compute mode",
+    remediation="Set the default compute mode (`nvidia-smi -i <index> -c DEFAULT`); it does not "
+    "survive a reboot, so look for whatever set it (a scheduler prolog, a drain script).",
+    requires=nvidia_gpus,
+)
+@needs(reporting_gpus("compute_mode", nobody="no GPU reports its compute mode"))
+def compute_mode(facts: Facts, policy: Policy, known: list[g.Gpu]) -> Outcome:
+    # Prohibited: no process may open a CUDA context, so every job fails with "all
+    # CUDA-capable devices are busy or unavailable". An exclusive mode is a choice (MPS, one
+    # rank per GPU) where a second process on the GPU gets that error.
+    prohibited = [label(x) for x in known if x.compute_mode == "Prohibited"]
+    exclusive = [f"{label(x)}: {x.compute_mode}" for x in known if "Exclusive" in x.compute_mode]
+    if prohibited:
+        return failed(
+            f"{len(prohibited)} GPU(s) in the Prohibited compute mode: CUDA cannot use them",
+            prohibited + exclusive,
+        )
+    if exclusive:
+        return passed(
+            f"{len(exclusive)} of {len(known)} GPU(s) take one process at a time", exclusive
+        )
+    return passed(f"Default on {len(known)} GPU(s)")

@@ -8,11 +8,14 @@ from dldoctor.facts import Facts
 from dldoctor.facts import gpu as g
 from dldoctor.facts.kmod import Modules, modules
 from dldoctor.facts.nvidia import library_version, nvidia
+from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
 from dldoctor.facts.pci import PciBus, PciDevice, pci_devices
 from dldoctor.facts.system import Container, container
+from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
 from dldoctor.runner import run_check
+from tests.conftest import FIXTURES, HOSTS
 
 H100 = g.Gpu(0, name="NVIDIA H100 80GB HBM3", pci_bus_id="0000:18:00.0", compute_capability="9.0")
 BUS = PciBus((PciDevice("0000:18:00.0", "10de", "2330", "030200", "nvidia"),))
@@ -168,3 +171,36 @@ def test_no_nvidia_device_on_a_bus_read_in_full_spares_the_nvidia_smi_fallback(t
         assert stack.error == (g.TIMED_OUT if asked else g.NO_DRIVER)
         ran = [e.key for e in facts.evidence(nvidia) if e.op == "run"]
         assert ran == (["nvidia-smi -q -x"] if asked else [])
+
+
+def test_compute_mode_on_real_captures():
+    # hgx-h100x8-healthy's NVML answers: every GPU in the Default mode.
+    finding = run_check(
+        driver.compute_mode.__dldoctor_check__,
+        Facts(ReplayHost(str(HOSTS / "hgx-h100x8-healthy"))),
+        Policy(),
+    )
+    assert (finding.status, finding.summary) == (Status.PASS, "Default on 8 GPU(s)")
+    # A real two-GPU nvidia-smi document, its modes set as `nvidia-smi -c` would.
+    xml = (FIXTURES / "corpus/nvidia-smi-xml/telegraf-dual_2070-v13.xml").read_text()
+    xml = xml.replace("<compute_mode>Default", "<compute_mode>Exclusive_Process", 1)
+    exclusive = Facts.given({nvidia: parse_nvidia_smi_xml(xml)})
+    outcome = driver.compute_mode(exclusive, Policy())
+    assert (outcome.status, outcome.summary) == (
+        Status.PASS,
+        "1 of 2 GPU(s) take one process at a time",
+    )
+    xml = xml.replace("<compute_mode>Default", "<compute_mode>Prohibited")
+    outcome = driver.compute_mode(Facts.given({nvidia: parse_nvidia_smi_xml(xml)}), Policy())
+    assert (outcome.status, outcome.summary) == (
+        Status.FAIL,
+        "1 GPU(s) in the Prohibited compute mode: CUDA cannot use them",
+    )
+    assert [d.rsplit(" ", 1)[-1] for d in outcome.details] == [
+        "(0000:02:00.0)",
+        "Exclusive_Process",
+    ]
+    unknown = g.NvidiaStack("nvml", gpus=(H100,))
+    assert driver.compute_mode(Facts.given({nvidia: unknown}), Policy()).summary == (
+        "no GPU reports its compute mode"
+    )

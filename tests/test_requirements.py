@@ -198,8 +198,9 @@ def test_a_need_hands_its_answer_or_its_skip_stands_on_a_direct_call_too(tmp_pat
 
 
 def test_the_gpu_checks_keep_their_order_across_their_modules():
-    # The report's order of the gpu category from before checks/gpu.py was split: module
-    # by module in registry.MODULE_ORDER, each module's checks as written (@needs included).
+    # The report's order of the gpu category from before checks/gpu.py was split (and the
+    # check added since): module by module in registry.MODULE_ORDER, each module's checks as
+    # written (@needs included).
     assert [s.id for s in ordered(builtin_checks()) if s.category == "gpu"] == [
         "gpu.driver.loaded",
         "gpu.driver.version",
@@ -208,6 +209,7 @@ def test_the_gpu_checks_keep_their_order_across_their_modules():
         "gpu.count",
         "gpu.persistence",
         "gpu.mig.pending",
+        "gpu.compute_mode",
         "gpu.fabricmanager",
         "gpu.nvlink",
         "gpu.ecc.mode",
