@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dldoctor import cudacompat
-from dldoctor.checks.gpu import UNASKED, WHY
+from dldoctor.checks.needs import UNASKED, WHY
 from dldoctor.facts import Facts
 from dldoctor.facts import cudalibs as cuda_libs
 from dldoctor.facts import frameworks as cuda_fw

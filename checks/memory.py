@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dldoctor.checks.gpu import nvidia_gpus
+from dldoctor.checks.needs import nvidia_gpus
 from dldoctor.facts import Facts
 from dldoctor.facts import system as sysfacts
 from dldoctor.facts.nvidia import nvidia

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+from dldoctor.checks.needs import NO_NODES, needs, numa_nodes
 from dldoctor.checks.pci import endpoints, kind
 from dldoctor.facts import Facts
-from dldoctor.facts.numa import numa_topology
+from dldoctor.facts.numa import NumaTopology, numa_topology
 from dldoctor.facts.numa import numactl as numactl_fact
 from dldoctor.facts.pcie import PcieLink, pcie_links
 from dldoctor.facts.system import container
 from dldoctor.model import Outcome, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
-
-NO_NODES = "the kernel shows no NUMA nodes"
 
 
 def shares_switch(a: PcieLink, b: PcieLink) -> bool:
@@ -21,10 +20,8 @@ def shares_switch(a: PcieLink, b: PcieLink) -> bool:
 
 
 @check("numa.topology", "NUMA topology")
-def topology(facts: Facts, policy: Policy) -> Outcome:
-    topo = facts.get(numa_topology)
-    if not topo.nodes:
-        return skipped(NO_NODES, topo.notes)
+@needs(numa_nodes)
+def topology(facts: Facts, policy: Policy, topo: NumaTopology) -> Outcome:
     lines = [
         f"node {n.node}: CPUs {n.cpulist or 'none'}"
         + (f", {n.memory_total_bytes / 1024**3:.0f} GiB" if n.memory_total_bytes else "")
@@ -50,7 +47,7 @@ def locality(facts: Facts, policy: Policy) -> Outcome:
         d for d in endpoints(facts.get(pcie_links)) if kind(d) in ("GPU", "NIC", "InfiniBand NIC")
     ]
     gpus = [d for d in devices if kind(d) == "GPU"]
-    if not gpus:
+    if not gpus:  # said first: a host without GPUs has nothing to place, NUMA or not
         return skipped("no GPU on the PCI bus")
     if not topo.nodes:  # nothing read (a VM without NUMA, an unreadable sysfs): not "one node"
         return skipped(NO_NODES, topo.notes)
@@ -104,10 +101,8 @@ def locality(facts: Facts, policy: Policy) -> Outcome:
     remediation="Install numactl (`apt install numactl` / `dnf install numactl`) to bind "
     "processes to a GPU's NUMA node.",
 )
-def numactl(facts: Facts, policy: Policy) -> Outcome:
-    topo = facts.get(numa_topology)
-    if not topo.nodes:
-        return skipped(NO_NODES, topo.notes)
+@needs(numa_nodes)
+def numactl(facts: Facts, policy: Policy, topo: NumaTopology) -> Outcome:
     if len(topo.cpu_nodes) < 2:
         return skipped("one NUMA node: nothing to bind")
     found = facts.get(numactl_fact)
@@ -136,15 +131,13 @@ def balancing(facts: Facts, policy: Policy) -> Outcome:
     topo = facts.get(numa_topology)
     value = topo.balancing if topo.balancing is not None else -1
     mode = BALANCING_MODES.get(value)
-    if mode is None:
-        if not topo.nodes:
-            return skipped(NO_NODES, topo.notes)
-        said = "not read" if topo.balancing is None else f"reads {value}"
-        return skipped(f"automatic NUMA balancing unknown ({BALANCING} {said})", topo.notes)
-    if not value & 1:
+    if mode and not value & 1:  # off is a pass with or without NUMA nodes
         return passed(mode)
     if not topo.nodes:
         return skipped(NO_NODES, topo.notes)
+    if mode is None:
+        said = "not read" if topo.balancing is None else f"reads {value}"
+        return skipped(f"automatic NUMA balancing unknown ({BALANCING} {said})", topo.notes)
     if len(topo.nodes) < 2:
         return passed(f"{mode}, with one NUMA node: no page has another node to move to")
     gpus = [d for d in endpoints(facts.get(pcie_links)) if kind(d) == "GPU"]

@@ -6,11 +6,18 @@ from __future__ import annotations
 
 from itertools import combinations
 
+from dldoctor.checks.needs import kernel_log_readable, needs
 from dldoctor.facts import Facts
 from dldoctor.facts.acs import bridges_between, iommu, pci_acs
 from dldoctor.facts.net import interfaces
 from dldoctor.facts.pci import pci_devices
-from dldoctor.facts.pcie import PcieLink, PcieLinks, bandwidth_limits, pcie_links
+from dldoctor.facts.pcie import (
+    BandwidthLimits,
+    PcieLink,
+    PcieLinks,
+    bandwidth_limits,
+    pcie_links,
+)
 from dldoctor.facts.system import container
 from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
@@ -187,10 +194,8 @@ def link_speed(facts: Facts, policy: Policy) -> Outcome:
     remediation="The kernel saw these links come up narrower or slower than the device can "
     "run: reseat, check risers/cables and BIOS slot settings.",
 )
-def bandwidth_limited(facts: Facts, policy: Policy) -> Outcome:
-    found = facts.get(bandwidth_limits)
-    if not found.readable:
-        return skipped("the kernel log is not readable", found.notes)
+@needs(kernel_log_readable(bandwidth_limits))
+def bandwidth_limited(facts: Facts, policy: Policy, found: BandwidthLimits) -> Outcome:
     if not found.limits:
         return passed("the kernel reported no PCIe bandwidth limits this boot", found.notes)
     links = facts.get(pcie_links)

@@ -3,9 +3,9 @@ and CPU sensors (sensors that lie are reported as unreliable, not as overheating
 
 from __future__ import annotations
 
-from dldoctor.checks.gpu import host_side, label, nvidia_gpus, reporting
+from dldoctor.checks.needs import host_side_gpus, label, needs, nvidia_gpus, reporting_gpus
 from dldoctor.facts import Facts
-from dldoctor.facts.nvidia import nvidia
+from dldoctor.facts import gpu as g
 from dldoctor.facts.thermal import thermal_sensors
 from dldoctor.model import Outcome, failed, passed, skipped, warned
 from dldoctor.policy import Policy
@@ -25,12 +25,10 @@ MARGIN_C = 5  # closer than this to the slowdown temperature is a warning
     "and, for liquid-cooled systems, coolant flow.",
     requires=nvidia_gpus,
 )
-def gpu_temperature(facts: Facts, policy: Policy) -> Outcome:
-    known, skip = reporting(
-        facts, "temperature_c", nobody="no GPU reports its temperature", what="its temperature"
-    )
-    if skip:
-        return skip
+@needs(
+    reporting_gpus("temperature_c", nobody="no GPU reports its temperature", what="its temperature")
+)
+def gpu_temperature(facts: Facts, policy: Policy, known: list[g.Gpu]) -> Outcome:
     # 0 °C with no slowdown threshold is not a reading: a vGPU guest whose virtualization
     # mode could not be read, or a broken sensor. Judging it would pass "hottest GPU 0 °C".
     unreliable = [x for x in known if x.temperature_c == 0 and x.temp_slowdown_c is None]
@@ -67,15 +65,14 @@ def gpu_temperature(facts: Facts, policy: Policy) -> Outcome:
     "whole job drops to the slowest GPU's.",
     requires=nvidia_gpus,
 )
-def gpu_clocks(facts: Facts, policy: Policy) -> Outcome:
-    known, skip = reporting(
-        facts,
+@needs(
+    reporting_gpus(
         "clock_event_reasons",
         nobody="no GPU reports its clock-event reasons",
         what="its clocks or their slowdown reasons",
     )
-    if skip:
-        return skip
+)
+def gpu_clocks(facts: Facts, policy: Policy, known: list[g.Gpu]) -> Outcome:
     hardware = [
         f"{label(x)}: {', '.join(r for r in x.clock_event_reasons if r in HARDWARE)}"
         for x in known
@@ -98,10 +95,8 @@ def gpu_clocks(facts: Facts, policy: Policy) -> Outcome:
 
 
 @check("thermal.gpu.power", "GPU power", requires=nvidia_gpus)
-def gpu_power(facts: Facts, policy: Policy) -> Outcome:
-    gpus, skip = host_side(facts.get(nvidia), "its power draw")
-    if skip:
-        return skip
+@needs(host_side_gpus("its power draw"))
+def gpu_power(facts: Facts, policy: Policy, gpus: list[g.Gpu]) -> Outcome:
     known = [x for x in gpus if x.power_draw_w is not None and x.power_limit_w]
     if not known:
         return skipped("no GPU reports power draw and limit")

@@ -40,6 +40,17 @@ class Status(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    @property
+    def rank(self) -> int:
+        """0 for the worst: the place of this status in WORST_FIRST (a sort key)."""
+        return WORST_FIRST.index(self)
+
+
+# The order a reader cares about: what failed, what could not look, what to watch, then the
+# rest. The first three are the problems: what a summary lists and a run is judged by.
+WORST_FIRST = (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP)
+PROBLEMS = WORST_FIRST[:3]
+
 
 @dataclass(frozen=True)
 class Evidence:
@@ -161,12 +172,9 @@ def counts(findings) -> dict[str, int]:
 
 
 def overall(findings) -> Status:
-    """The run's worst verdict, in the order a reader cares: fail, error, warn, pass."""
-    present = {f.status for f in findings}
-    for status in (Status.FAIL, Status.ERROR, Status.WARN):
-        if status in present:
-            return status
-    return Status.PASS
+    """The run's worst problem (WORST_FIRST), or pass when there is none."""
+    worst = min((f.status for f in findings), key=lambda s: s.rank, default=Status.PASS)
+    return worst if worst in PROBLEMS else Status.PASS
 
 
 @dataclass

@@ -42,6 +42,12 @@ CATEGORY_ORDER = (
     "thermal",
     "plugins",
 )
+# Within a category, the built-in modules that share it, in display order (the gpu checks
+# are split by subject); a module not named here follows them, by name.
+MODULE_ORDER = tuple(
+    f"dldoctor.checks.{name}"
+    for name in ("driver", "nvlink", "gpu_memory", "precision", "xid", "amd", "nvswitch")
+)
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,8 @@ def check(
             fn=fn,
             remediation=remediation,
             fixes=tuple(fixes),
-            order=fn.__code__.co_firstlineno,
+            # The function as written: a wrapper's (functools.wraps) line is not its place.
+            order=inspect.unwrap(fn).__code__.co_firstlineno,
             requires=needs,
         )
         setattr(fn, _MARK, spec)
@@ -196,7 +203,9 @@ def ordered(specs: Iterable[CheckSpec]) -> list[CheckSpec]:
             if s.category in CATEGORY_ORDER
             else len(CATEGORY_ORDER)
         )
-        return (rank, s.category, s.source != "builtin", s.fn.__module__, s.order)
+        module = s.fn.__module__
+        place = MODULE_ORDER.index(module) if module in MODULE_ORDER else len(MODULE_ORDER)
+        return (rank, s.category, s.source != "builtin", place, module, s.order)
 
     return sorted(specs, key=key)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dldoctor.checks.gpu import amd_inventory
+from dldoctor.checks.amd import amd_inventory
 from dldoctor.facts import Facts
 from dldoctor.facts.amd import ROCM_SMI, parse_rocm_smi_json
 from dldoctor.host.replay import ReplayHost

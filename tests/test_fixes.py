@@ -4,7 +4,7 @@ is not registered, like fix.x.planned below)."""
 from __future__ import annotations
 
 from dldoctor import fixes
-from dldoctor.checks import gpu
+from dldoctor.checks import driver
 from dldoctor.facts import Facts
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Finding, Status
@@ -34,7 +34,7 @@ def test_a_finding_lists_only_registered_fixes(monkeypatch):
 
 
 def test_a_check_keeps_its_planned_fix_and_the_runner_offers_it_only_registered(monkeypatch):
-    spec = gpu.nouveau.__dldoctor_check__
+    spec = driver.nouveau.__dldoctor_check__
     assert spec.fixes == ("fix.gpu.blacklist_nouveau",)  # planned, in the check's code
     facts = Facts(ReplayHost(NOUVEAU))
     offered = run_check(spec, facts, Policy())

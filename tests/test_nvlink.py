@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from dldoctor.checks import gpu as checks
+from dldoctor.checks import nvlink as checks
 from dldoctor.facts import Facts
 from dldoctor.facts import gpu as g
 from dldoctor.facts.nvidia import nvidia

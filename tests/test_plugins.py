@@ -94,7 +94,7 @@ def test_the_cheap_scan_never_rules_out_what_it_cannot_read(tmp_path, monkeypatc
 
 
 REQUIRING_PLUGIN = """
-from dldoctor.checks.gpu import nvidia_gpus
+from dldoctor.checks.needs import nvidia_gpus
 from dldoctor.facts import system
 from dldoctor.model import passed, skipped
 from dldoctor.registry import check

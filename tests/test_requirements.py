@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dldoctor.checks import gpu
+from dldoctor.checks import driver, gpu_memory, precision
+from dldoctor.checks.needs import needs
 from dldoctor.facts import Facts, fact
 from dldoctor.facts import gpu as g
 from dldoctor.facts.nvidia import nvidia
@@ -13,7 +14,7 @@ from dldoctor.host import TIMEOUT
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status, passed, skipped
 from dldoctor.policy import Policy
-from dldoctor.registry import check
+from dldoctor.registry import builtin_checks, check, ordered
 from dldoctor.runner import run_check
 from tests.bundlebuilder import BundleBuilder
 from tests.conftest import HOSTS
@@ -157,7 +158,12 @@ def test_gpu_checks_skip_with_the_reason_the_driver_cannot_be_asked():
         (broken, "the NVIDIA driver library and kernel module differ"),
         (none, "the NVIDIA driver reports no GPUs"),
     ]:
-        for fn in (gpu.ecc_errors, gpu.driver_version, gpu.persistence, gpu.mixed_precision):
+        for fn in (
+            gpu_memory.ecc_errors,
+            driver.driver_version,
+            driver.persistence,
+            precision.mixed_precision,
+        ):
             finding = run_check(fn.__dldoctor_check__, Facts.given({nvidia: stack}), Policy())
             assert (finding.status, finding.summary) == (Status.SKIP, why), fn.__name__
 
@@ -165,9 +171,65 @@ def test_gpu_checks_skip_with_the_reason_the_driver_cannot_be_asked():
 def test_nvidia_gpus_is_asked_through_the_check_view_on_a_real_bundle():
     # ubuntu2204-healthy has no NVIDIA stack: the skip carries the NVML probe as evidence.
     facts = Facts(ReplayHost(str(HOSTS / "ubuntu2204-healthy")))
-    finding = run_check(gpu.ecc_mode.__dldoctor_check__, facts, Policy())
+    finding = run_check(gpu_memory.ecc_mode.__dldoctor_check__, facts, Policy())
     assert (finding.status, finding.summary) == (
         Status.SKIP,
         "neither NVML (nvidia-ml-py) nor nvidia-smi is available",
     )
     assert "nvml" in {e.key for e in finding.evidence}
+
+
+def test_a_need_hands_its_answer_or_its_skip_stands_on_a_direct_call_too(tmp_path):
+    def things(facts):
+        n = facts.get(count)
+        return n if n else skipped("no things on this host")
+
+    @needs(things)
+    def judged_with(facts, policy, n):
+        return passed(f"{n} things")
+
+    assert judged_with(facts_with(tmp_path / "3", 3), Policy()).summary == "3 things"
+    assert judged_with(facts_with(tmp_path / "0", 0), Policy()).summary == "no things on this host"
+    finding = run_check(spec(fn=judged_with), facts_with(tmp_path / "0b", 0), Policy())
+    assert (finding.status, [str(e) for e in finding.evidence]) == (
+        Status.SKIP,
+        ["read /proc/t-count"],
+    )
+
+
+def test_the_gpu_checks_keep_their_order_across_their_modules():
+    # The report's order of the gpu category from before checks/gpu.py was split (and the
+    # check added since): module by module in registry.MODULE_ORDER, each module's checks as
+    # written (@needs included).
+    assert [s.id for s in ordered(builtin_checks()) if s.category == "gpu"] == [
+        "gpu.driver.loaded",
+        "gpu.driver.version",
+        "gpu.driver.module",
+        "gpu.nouveau",
+        "gpu.count",
+        "gpu.persistence",
+        "gpu.mig.pending",
+        "gpu.compute_mode",
+        "gpu.fabricmanager",
+        "gpu.nvlink",
+        "gpu.ecc.mode",
+        "gpu.ecc.errors",
+        "gpu.memory.retired_pages",
+        "gpu.memory.remapped_rows",
+        "gpu.precision",
+        "gpu.xid",
+        "gpu.amd.inventory",
+        "gpu.nvswitch.sxid",
+    ]
+
+
+def test_a_wrapped_check_keeps_its_place_in_its_module():
+    # network's on_known_ports wraps three checks: their place is the line they are written
+    # at, not the wrapper's (which put them before ib.errors, out of the golden files' order).
+    assert [s.id for s in ordered(builtin_checks()) if s.category == "network"] == [
+        "network.ib.state",
+        "network.ib.rate",
+        "network.ib.errors",
+        "network.roce",
+        "network.gpudirect",
+    ]

@@ -7,8 +7,7 @@ import dataclasses
 
 import pytest
 
-from dldoctor.checks import gpu as checks
-from dldoctor.checks import thermal
+from dldoctor.checks import driver, gpu_memory, thermal
 from dldoctor.facts import Facts
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
@@ -21,11 +20,11 @@ from tests.test_nvml import probe_and_parse
 
 T4 = (FIXTURES / "corpus/nvidia-smi-xml/telegraf-tesla-t4.xml").read_text()
 GUEST_SKIPS = [
-    (checks.persistence, "persistence mode"),
-    (checks.ecc_mode, "the ECC mode"),
-    (checks.ecc_errors, "the ECC error counters"),
-    (checks.remapped_rows, "row remapping"),
-    (checks.mig_pending, "the GPU's MIG mode"),
+    (driver.persistence, "persistence mode"),
+    (gpu_memory.ecc_mode, "the ECC mode"),
+    (gpu_memory.ecc_errors, "the ECC error counters"),
+    (gpu_memory.remapped_rows, "row remapping"),
+    (driver.mig_pending, "the GPU's MIG mode"),
     (thermal.gpu_temperature, "its temperature"),
     (thermal.gpu_clocks, "its clocks or their slowdown reasons"),
     (thermal.gpu_power, "its power draw"),
@@ -59,9 +58,9 @@ def test_real_passthrough_capture_is_a_normal_gpu():
     gpu = stack.gpus[0]
     assert gpu.virtualization_mode == "passthrough" and not gpu.vgpu_guest
     facts = facts_of(stack)
-    assert checks.ecc_mode(facts, Policy()).status == Status.PASS
+    assert gpu_memory.ecc_mode(facts, Policy()).status == Status.PASS
     assert thermal.gpu_temperature(facts, Policy()).summary.startswith("hottest GPU 40 °C")
-    assert "vGPU" not in checks.driver_loaded(facts, Policy()).summary
+    assert "vGPU" not in driver.driver_loaded(facts, Policy()).summary
 
 
 def test_xml_guest_is_recognised_with_profile_and_licence():
@@ -71,7 +70,7 @@ def test_xml_guest_is_recognised_with_profile_and_licence():
     assert gpu.vgpu_license == (
         "NVIDIA Virtual Compute Server: Licensed (Expiry: 2026-7-7 16:1:44 GMT)"
     )
-    outcome = checks.driver_loaded(facts_of(stack), Policy())
+    outcome = driver.driver_loaded(facts_of(stack), Policy())
     assert outcome.status == Status.PASS
     assert outcome.summary.endswith("; vGPU guest (profile NVIDIA T4-16C)")
     assert any("vGPU licence NVIDIA Virtual Compute Server: Licensed" in d for d in outcome.details)
@@ -79,7 +78,7 @@ def test_xml_guest_is_recognised_with_profile_and_licence():
 
 def test_unlicensed_guest_warns():
     stack = parse_nvidia_smi_xml(guest_xml("Unlicensed (Restricted)"))
-    outcome = checks.driver_loaded(facts_of(stack), Policy())
+    outcome = driver.driver_loaded(facts_of(stack), Policy())
     assert outcome.status == Status.WARN and outcome.summary.endswith(", unlicensed")
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from dldoctor import keyfacts
 from dldoctor.exitcodes import ExitCode
 from dldoctor.fleet.nodes import KINDS, NODE_NAME, Entry, NodeReport, Problem, load
+from dldoctor.model import Status
 
 log = logging.getLogger("dldoctor")
 FORMAT = "dldoctor-fleet"
@@ -278,7 +279,7 @@ def _check_row(cid: str, check: _Check, reported: list[str]) -> dict[str, Any]:
     if ran < len(reported):  # an older dldoctor, or a run with --only
         have = {n for nodes in check.nodes.values() for n in nodes}
         missing = [n for n in reported if n not in have]
-    results = sorted(check.results.items(), key=lambda kv: (_SEVERITY[kv[0][0]], -len(kv[1])))
+    results = sorted(check.results.items(), key=lambda kv: (Status(kv[0][0]).rank, -len(kv[1])))
     return {
         "id": cid,
         "title": check.title,
@@ -289,9 +290,6 @@ def _check_row(cid: str, check: _Check, reported: list[str]) -> dict[str, Any]:
         ],
         "not_run": _group(missing) if missing else None,
     }
-
-
-_SEVERITY = {"fail": 0, "error": 1, "warn": 2}
 
 
 def _fact_rows(name: str, fact: _Fact, labels: dict[str, str]) -> list[tuple[dict, list[str]]]:

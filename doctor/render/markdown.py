@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import re
 
-from dldoctor.model import Finding, Report, Status, counts
+from dldoctor.model import PROBLEMS, Finding, Report, Status, counts
 
-# Problems first, and the worst first: what a reviewer opened the summary for.
-PROBLEMS = (Status.FAIL, Status.ERROR, Status.WARN)
 BADGES = {
     Status.FAIL: "❌ fail",
     Status.ERROR: "❓ error",
@@ -30,7 +28,7 @@ def render_markdown_summary(report: Report) -> bytes:
     out = [_heading(report, c), "", _escape(_host_line(report)), ""]
     problems = sorted(
         (f for f in report.findings if f.status in PROBLEMS),
-        key=lambda f: PROBLEMS.index(f.status),
+        key=lambda f: f.status.rank,  # the worst first: what a reviewer opened it for
     )
     if problems:
         out += ["| Status | Check | Summary | What to do |", "|---|---|---|---|"]

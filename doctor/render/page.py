@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import html
 
-from dldoctor.model import Finding, Report, Status, counts
+from dldoctor.model import WORST_FIRST, Finding, Report, Status, counts
 
-# Problems first: what a reader of a bundle opened it for.
-ORDER = (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP)
 COLOURS = {
     Status.FAIL: "#c62828",
     Status.ERROR: "#8e24aa",
@@ -23,7 +21,7 @@ def by_category(report: Report) -> list[tuple[str, list[Finding]]]:
     groups: dict[str, list[Finding]] = {}
     for f in report.findings:
         groups.setdefault(f.category or "other", []).append(f)
-    return [(c, sorted(fs, key=lambda f: ORDER.index(f.status))) for c, fs in groups.items()]
+    return [(c, sorted(fs, key=lambda f: f.status.rank)) for c, fs in groups.items()]
 
 
 def _host_line(report: Report) -> list[tuple[str, str]]:
@@ -36,7 +34,7 @@ def _host_line(report: Report) -> list[tuple[str, str]]:
 
 def _tally(report: Report) -> str:
     c = counts(report.findings)
-    return ", ".join(f"{c[s.value]} {s.value}" for s in ORDER if c.get(s.value))
+    return ", ".join(f"{c[s.value]} {s.value}" for s in WORST_FIRST if c.get(s.value))
 
 
 def render_markdown(report: Report) -> str:

@@ -14,8 +14,6 @@ from dldoctor.registry import CATEGORY_ORDER
 from dldoctor.render.text import GLYPHS  # one glyph and colour per status, as the checklist
 from dldoctor.tui.session import EvidenceView, HostView
 
-WORST_FIRST = (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP)
-RANK = {s: i for i, s in enumerate(WORST_FIRST)}
 COMMAND = re.compile(r"`([^`]+)`")
 
 
@@ -75,12 +73,12 @@ class FindingsTree(Tree):
         order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
 
         def worst(c: str) -> tuple[int, int]:
-            return (min(RANK[f.status] for f in by_category[c]), order.get(c, len(order)))
+            return (min(f.status.rank for f in by_category[c]), order.get(c, len(order)))
 
         self.clear()
         target = first = None
         for category in sorted(by_category, key=worst):
-            group = sorted(by_category[category], key=lambda f: RANK[f.status])
+            group = sorted(by_category[category], key=lambda f: f.status.rank)
             shown = [f for f in group if f.status != Status.SKIP]
             skipped = [f for f in group if f.status == Status.SKIP]
             label = Text.assemble(

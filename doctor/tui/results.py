@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, ProgressBar, Static
 
-from dldoctor.model import Status, counts
+from dldoctor.model import PROBLEMS, WORST_FIRST, Status, counts
 from dldoctor.tui.findings import (
     GLYPHS,
     FindingDetail,
@@ -25,15 +25,12 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 # The status filter, cycled by `s`: everything, what needs attention, then each status.
 STATUS_FILTERS: tuple[tuple[str, frozenset[Status] | None], ...] = (
     ("all", None),
-    ("problems", frozenset({Status.FAIL, Status.ERROR, Status.WARN})),
-    *(
-        (s.value, frozenset({s}))
-        for s in (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP)
-    ),
+    ("problems", frozenset(PROBLEMS)),
+    *((s.value, frozenset({s})) for s in WORST_FIRST),
 )
 # Keys that move the tree's cursor: the user has chosen what to read.
 MOVES = {"up", "down", "pageup", "pagedown", "home", "end", "enter", "left", "right"}
-COUNTED = (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP)
+COUNTED = WORST_FIRST
 # Running checks are listed once they have taken this long: a quick one does not flicker.
 SHOW_RUNNING_AFTER_S = 0.3
 
@@ -44,7 +41,7 @@ def _counts_line(tally: dict[str, int], done: bool, running: int, width: int) ->
     count keeps its word: a glyph alone ("✗ 1") says nothing to a newcomer."""
     total = sum(tally.values())
     seen = [s for s in COUNTED if tally[s.value]] or [Status.PASS]
-    problems = [s for s in seen if s in (Status.FAIL, Status.ERROR, Status.WARN)]
+    problems = [s for s in seen if s in PROBLEMS]
     state = ("· done", "dim") if done else (f"· {running} running", "dim")
     of_total = (f"of {total}", "")
     forms = (
