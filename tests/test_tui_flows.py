@@ -242,6 +242,7 @@ def test_a_hung_probe_shows_its_spinner_and_the_app_still_answers_keys():
             shown = _text(running)
             assert "waiting on read /proc/mdstat" in shown and " s left" in shown
             assert shown.strip()[0] in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+            assert running.auto_refresh  # the spinner turns while it is shown
             await pilot.press("s")  # answered while the probe hangs (benchmarks/tui.py times it)
             await until(
                 pilot,
@@ -252,8 +253,25 @@ def test_a_hung_probe_shows_its_spinner_and_the_app_still_answers_keys():
             release.set()
             await finished(pilot, session)
             assert not running.display  # nothing left running: the spinner is gone
+            assert running.auto_refresh is None  # and nothing on the screen ticks
 
     asyncio.run(flow())
+
+
+def test_the_session_tells_its_subscribers_each_change_from_start_to_end():
+    from dldoctor.runner import CheckFinished, CheckStarted
+    from dldoctor.tui.session import RunEnded, RunStarted
+
+    session = bundle_session("hgx-h100x8-roce-mtu1500")
+    told = []
+    session.subscribe(told.append)
+    session.start().join(60)
+    assert session.done
+    assert isinstance(told[0], RunStarted) and told[0].run is session.run
+    assert isinstance(told[-1], RunEnded) and told[-1].run is session.run
+    finished = [e.spec.id for e in told if isinstance(e, CheckFinished)]
+    assert sorted(finished) == sorted(s.id for s in session.specs)
+    assert sum(isinstance(e, CheckStarted) for e in told) == len(session.specs)
 
 
 def test_re_running_one_check_keeps_the_others_and_their_evidence():
