@@ -500,7 +500,8 @@ def test_at_40_columns_the_export_form_fits_on_the_screen():
 
     async def steps(pilot):
         await pilot.press("e")
-        await until(pilot, on_screen(pilot, "ExportScreen"))
+        shown = on_screen(pilot, "ExportScreen")
+        await until(pilot, lambda: shown() and pilot.app.screen.query_one("#export").region)
         form = pilot.app.screen.query_one("#export")
         assert form.region.x >= 0 and form.region.right <= 40
         assert pilot.app.screen.query_one("#export-go").region.right <= 40
@@ -514,7 +515,13 @@ def test_at_120_columns_the_footer_shows_help_and_quit():
     session = bundle_session("hgx-h100x8-gpu3-x8")
 
     async def steps(pilot):
-        keys = {k.key: k for k in pilot.app.screen.query(FooterKey)}
+        keys = {}
+
+        def laid_out() -> bool:  # the footer lays its keys out after the screen's bindings
+            keys.update({k.key: k for k in pilot.app.screen.query(FooterKey)})
+            return {"question_mark", "q"} <= keys.keys() and all(k.region for k in keys.values())
+
+        await until(pilot, laid_out)
         for key in ("question_mark", "q"):
             assert 0 < keys[key].region.right <= SIZE[0], key
 

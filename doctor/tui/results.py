@@ -239,7 +239,7 @@ class ResultsScreen(Screen):
             follow = None if self.following else self.selected
             self.selected = self.query_one(FindingsTree).show(shown, follow)
         self._draw_detail()
-        if session.done:
+        if session.done and width:  # drawn laid out: at the widths the screen has
             self.ended = session.run
 
     def _update(self, selector, key, content) -> None:
@@ -280,6 +280,8 @@ class ResultsScreen(Screen):
         self.following = False
 
     def on_tree_node_highlighted(self, event: FindingsTree.NodeHighlighted) -> None:
+        if event.node is not event.control.cursor_node:
+            return  # the cursor has left it since (a redraw moved it): not the user's choice
         data = event.node.data
         if isinstance(data, str) and not data.startswith("skips:"):
             self.selected = data
