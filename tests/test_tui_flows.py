@@ -495,6 +495,19 @@ def test_at_40_columns_the_counts_and_the_header_still_say_what_they_mean():
     drive(session, steps, size=(40, 30))
 
 
+def test_a_terminal_narrowed_after_the_run_redraws_the_header_to_fit():
+    session = bundle_session("hgx-h100x8-gpu3-x8")
+
+    async def steps(pilot):
+        header = pilot.app.screen.query_one("#host")
+        assert "…" not in _rows(header)[0]  # 120 columns: the whole first line
+        await pilot.resize_terminal(40, 30)  # no run event comes: the resize redraws
+        await until(pilot, lambda: "…" in _rows(header)[0])
+        assert _rows(header)[2].endswith("gpu3-x8 (read-only)")
+
+    drive(session, steps)
+
+
 def test_at_40_columns_the_export_form_fits_on_the_screen():
     session = bundle_session("hgx-h100x8-gpu3-x8")
 
