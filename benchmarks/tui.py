@@ -27,7 +27,7 @@ import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # the checkout: tests.tui_support for part 2
+sys.path.insert(0, os.path.dirname(HERE))  # the checkout: tests.support.tui for part 2
 
 
 def pane_timing(extra: list[str]) -> tuple[float, float]:
@@ -79,7 +79,7 @@ def key_latency(presses: int) -> list[float]:
     """Seconds from a key sent to the pane to the screen answering it, while a check waits
     on a probe that hangs: a --root copy of a fixture host whose /proc/mdstat is a FIFO no
     one writes (its read blocks until the 30 s filesystem timeout)."""
-    from tests.tui_support import HOSTS
+    from tests.support.tui import HOSTS
 
     statuses = ["problems", "fail", "error", "warn", "pass", "skip", "all"]
     with tempfile.TemporaryDirectory() as tmp:

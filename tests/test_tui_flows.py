@@ -17,9 +17,7 @@ from dldoctor.registry import builtin_checks, ordered
 from dldoctor.tui.findings import FindingDetail, FindingsTree
 from dldoctor.tui.session import Session
 from tests.conftest import FIXTURES, HOSTS, report_of, run_dldoctor, verdicts
-from tests.test_fix_plan import tree
-from tests.test_host_live import fake_command
-from tests.tui_support import (
+from tests.support.tui import (
     SIZE,
     HangingHost,
     app_for,
@@ -27,9 +25,13 @@ from tests.tui_support import (
     copy_root,
     drive,
     finished,
+    on_screen,
     root_session,
+    selected,
     until,
 )
+from tests.test_fix_plan import tree
+from tests.test_host_live import fake_command
 
 
 def _text(widget) -> str:
@@ -91,8 +93,7 @@ def test_the_worst_finding_opens_first_with_its_evidence_and_remediation():
             assert "read /sys/class/net/ens1f0np0/mtu" in detail and "    1500" in detail
             assert "What to do" in detail and "MTU of at least 4200" in detail
             await pilot.press("down")  # the next finding's detail replaces it
-            await pilot.pause(0.2)
-            assert screen.selected != "network.roce"
+            await until(pilot, lambda: screen.selected != "network.roce")
             assert screen.selected in _text(screen.query_one(FindingDetail))
 
     asyncio.run(flow())
@@ -107,15 +108,15 @@ def test_filter_by_text_and_by_status():
             screen = pilot.app.screen
             findings = screen.query_one(FindingsTree)
             everything = _leaves(findings)
+            state = screen.query_one("#filter-state")
             await pilot.press("slash", *"nvlink", "enter")
-            await pilot.pause(0.3)
+            await until(pilot, lambda: "text: 'nvlink'" in _text(state))
             assert _leaves(findings) == ["gpu.nvlink"]
-            assert "text: 'nvlink'" in _text(screen.query_one("#filter-state"))
             await pilot.press("escape")
-            await pilot.pause(0.3)
+            await until(pilot, lambda: "text:" not in _text(state))
             assert sorted(_leaves(findings)) == sorted(everything)
             await pilot.press("s")  # problems only
-            await pilot.pause(0.3)
+            await until(pilot, lambda: "status: problems" in _text(state))
             problems = {
                 f.id for f in session.findings() if f.status.value in ("fail", "warn", "error")
             }
@@ -136,9 +137,7 @@ def _nouveau_root(tmp_path, monkeypatch):
 
 async def _open_nouveau_fix(pilot, session):
     await finished(pilot, session)
-    screen = pilot.app.screen
-    screen.select("gpu.nouveau")
-    await pilot.pause(0.2)
+    await selected(pilot, "gpu.nouveau")
     await pilot.press("f")
     fix = pilot.app.screen
     await until(pilot, lambda: fix.flow is not None)
@@ -157,15 +156,13 @@ def test_a_fix_previewed_then_cancelled_changes_nothing(tmp_path, monkeypatch):
             assert "+blacklist nouveau" in plan and "run update-initramfs -u" in plan
             assert "does not disturb running GPU work" in _text(fix.query_one("#interlocks"))
             await pilot.press("a")
-            await pilot.pause(0.2)
-            assert type(pilot.app.screen).__name__ == "ConfirmScreen"
+            await until(pilot, on_screen(pilot, "ConfirmScreen"))
             assert str(pilot.app.screen.query_one("#yes").label) == "Yes, apply (y)"
             await pilot.press("n")
-            await pilot.pause(0.2)
-            assert pilot.app.screen is fix and not fix.applied
+            await until(pilot, lambda: pilot.app.screen is fix)
+            assert not fix.applied
             await pilot.press("escape")
-            await pilot.pause(0.1)
-            assert type(pilot.app.screen).__name__ == "ResultsScreen"
+            await until(pilot, on_screen(pilot, "ResultsScreen"))
 
     asyncio.run(flow())
     assert tree(root) == before and not log.exists()
@@ -179,14 +176,15 @@ def test_a_fix_applied_after_confirmation_shows_the_re_verified_status(tmp_path,
         async with app_for(session).run_test(size=SIZE) as pilot:
             fix = await _open_nouveau_fix(pilot, session)
             await pilot.press("a", "y")
-            await until(pilot, lambda: fix.applied)
-            await pilot.pause(0.2)
-            shown = "\n".join(str(line.text) for line in fix.query_one("#apply-log").lines)
+            log = fix.query_one("#apply-log")
+            await until(pilot, lambda: "re-running the checks" in _logged(log))
+            assert fix.applied
+            shown = _logged(log)
             assert "1. write /etc/modprobe.d/blacklist-nouveau.conf" in shown
             assert "2. run update-initramfs -u" in shown
             assert "pending a reboot (gpu.nouveau fail)" in shown
             await pilot.press("escape", "u")  # the history lists it, applied
-            await pilot.pause(0.3)
+            await until(pilot, on_screen(pilot, "HistoryScreen"))
             table = pilot.app.screen.query_one("#history")
             row = table.get_row_at(0)
             assert row[1:] == ["fix.gpu.blacklist_nouveau", "applied", "pending a reboot"]
@@ -194,6 +192,10 @@ def test_a_fix_applied_after_confirmation_shows_the_re_verified_status(tmp_path,
     asyncio.run(flow())
     assert (root / NOUVEAU_CONF.lstrip("/")).exists()
     assert log.read_text() == "update-initramfs -u\n"
+
+
+def _logged(log) -> str:
+    return "\n".join(str(line.text) for line in log.lines)
 
 
 def test_a_snapshot_exported_from_the_app_replays_with_the_same_verdicts(tmp_path):
@@ -206,7 +208,7 @@ def test_a_snapshot_exported_from_the_app_replays_with_the_same_verdicts(tmp_pat
             header = _text(pilot.app.screen.query_one("#host"))  # Nouveau holds the GPU
             assert "1 NVIDIA GPU(s) on the PCI bus, none seen through the driver" in header
             await pilot.press("e")
-            await pilot.pause(0.2)
+            await until(pilot, on_screen(pilot, "ExportScreen"))
             form = pilot.app.screen
             form.query_one("#export-path").value = str(dest)
             await pilot.click("#export-go")
@@ -240,6 +242,7 @@ def test_a_hung_probe_shows_its_spinner_and_the_app_still_answers_keys():
             shown = _text(running)
             assert "waiting on read /proc/mdstat" in shown and " s left" in shown
             assert shown.strip()[0] in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+            assert running.auto_refresh  # the spinner turns while it is shown
             await pilot.press("s")  # answered while the probe hangs (benchmarks/tui.py times it)
             await until(
                 pilot,
@@ -250,8 +253,25 @@ def test_a_hung_probe_shows_its_spinner_and_the_app_still_answers_keys():
             release.set()
             await finished(pilot, session)
             assert not running.display  # nothing left running: the spinner is gone
+            assert running.auto_refresh is None  # and nothing on the screen ticks
 
     asyncio.run(flow())
+
+
+def test_the_session_tells_its_subscribers_each_change_from_start_to_end():
+    from dldoctor.runner import CheckFinished, CheckStarted
+    from dldoctor.tui.session import RunEnded, RunStarted
+
+    session = bundle_session("hgx-h100x8-roce-mtu1500")
+    told = []
+    session.subscribe(told.append)
+    session.start().join(60)
+    assert session.done
+    assert isinstance(told[0], RunStarted) and told[0].run is session.run
+    assert isinstance(told[-1], RunEnded) and told[-1].run is session.run
+    finished = [e.spec.id for e in told if isinstance(e, CheckFinished)]
+    assert sorted(finished) == sorted(s.id for s in session.specs)
+    assert sum(isinstance(e, CheckStarted) for e in told) == len(session.specs)
 
 
 def test_re_running_one_check_keeps_the_others_and_their_evidence():
@@ -264,8 +284,9 @@ def test_re_running_one_check_keeps_the_others_and_their_evidence():
             said = [n.message for n in pilot.app._notifications]
             assert said == session.notices  # the fixes judged after a boot, said at start
             before = {f.id: f for f in session.findings()}
+            first_run = session.run
             await pilot.press("R")  # network.roce, the selected one
-            await pilot.pause(0.1)
+            await until(pilot, lambda: session.run is not first_run)
             await finished(pilot, session)
             after = {f.id: f for f in session.findings()}
             assert after.keys() == before.keys() and after["network.roce"].status.value == "fail"
@@ -281,19 +302,35 @@ def test_the_command_palette_opens_a_fix_and_jumps_to_a_check():
     async def flow():
         async with app_for(session).run_test(size=SIZE) as pilot:
             await finished(pilot, session)
-            await pilot.press("ctrl+p")
-            await pilot.pause(0.3)
-            await pilot.press(*"fix fix.gpu.blacklist", "enter")
-            await until(pilot, lambda: type(pilot.app.screen).__name__ == "FixScreen")
+            await _palette(pilot, "fix fix.gpu.blacklist", "fix fix.gpu.blacklist_nouveau")
+            await pilot.press("enter")
+            await until(pilot, on_screen(pilot, "FixScreen"))
             assert pilot.app.screen.fix_id == "fix.gpu.blacklist_nouveau"
-            await pilot.press("escape", "ctrl+p")
-            await pilot.pause(0.3)
-            await pilot.press(*"check system.libc", "enter")
-            await until(pilot, lambda: type(pilot.app.screen).__name__ == "ResultsScreen")
+            await pilot.press("escape")
+            await until(pilot, on_screen(pilot, "ResultsScreen"))
+            await _palette(pilot, "check system.libc", "check system.libc")
+            await pilot.press("enter")
+            await until(pilot, on_screen(pilot, "ResultsScreen"))
             await until(pilot, lambda: pilot.app.screen.selected == "system.libc")
             assert "system.libc" in _text(pilot.app.screen.query_one(FindingDetail))
 
     asyncio.run(flow())
+
+
+async def _palette(pilot, typed: str, first: str) -> None:
+    """The command palette opened and `typed` in it, until its first hit reads `first`
+    (the palette searches in a worker: Enter before its hits are in picks nothing)."""
+    from textual.command import CommandList, CommandPalette
+
+    await pilot.press("ctrl+p")
+    await until(pilot, lambda: isinstance(pilot.app.screen, CommandPalette))
+    await pilot.press(*typed)
+    hits = pilot.app.screen.query_one(CommandList)
+
+    def first_hit() -> str:
+        return str(hits.get_option_at_index(0).prompt) if hits.option_count else ""
+
+    await until(pilot, lambda: first_hit().startswith(first) and hits.highlighted == 0)
 
 
 def _applied_nouveau_fix(root) -> dict:
@@ -314,12 +351,12 @@ def test_undo_asks_yes_undo_and_the_history_drops_the_verdict_it_undid(tmp_path,
 
     async def steps(pilot):
         await pilot.press("u")
-        await pilot.pause(0.3)
+        await until(pilot, on_screen(pilot, "HistoryScreen"))
         history = pilot.app.screen
         table = history.query_one("#history")
         assert table.get_row_at(0)[2:] == ["applied", "pending a reboot"]
         await pilot.press("u")
-        await pilot.pause(0.2)
+        await until(pilot, on_screen(pilot, "ConfirmScreen"))
         label = str(pilot.app.screen.query_one("#yes").label)
         assert label == "Yes, undo (y)"
         await pilot.press("y")
@@ -346,13 +383,13 @@ def test_the_history_says_an_interrupted_apply_and_undo_rolls_it_back(tmp_path, 
 
     async def steps(pilot):
         await pilot.press("u")
-        await pilot.pause(0.3)
+        await until(pilot, on_screen(pilot, "HistoryScreen"))
         history = pilot.app.screen
         table = history.query_one("#history")
         state, said = table.get_row_at(0)[2:]
         assert state == "applying" and said.startswith("interrupted")
         await pilot.press("u")
-        await pilot.pause(0.2)
+        await until(pilot, on_screen(pilot, "ConfirmScreen"))
         await pilot.press("y")
         await until(pilot, lambda: "rolled back" in _text(history.query_one("#history-state")))
         assert table.get_row_at(0)[2].startswith("rolled back: interrupted after step")
@@ -396,10 +433,10 @@ def test_the_nouveau_fix_on_a_host_without_an_nvidia_gpu_says_it_is_not_needed(
         # loaded, but driving nothing: no failure, and so no fix offered
         assert found.status.value == "skip" and "no NVIDIA device" in found.summary
         screen = pilot.app.screen
-        screen.select("gpu.nouveau")
-        await pilot.pause(0.2)
+        await selected(pilot, "gpu.nouveau")
         await pilot.press("f")
-        await pilot.pause(0.2)
+        said = "this finding has no guided fix"
+        await until(pilot, lambda: said in [n.message for n in pilot.app._notifications])
         assert pilot.app.screen is screen
 
     drive(session, steps)
@@ -417,18 +454,20 @@ def test_the_detail_never_shows_a_finding_the_filter_hid():
     async def steps(pilot):
         screen = pilot.app.screen
         tree = screen.query_one(FindingsTree)
+        state = screen.query_one("#filter-state")
+        worst = screen.selected
         await pilot.press("down")  # chosen by the user: no longer the worst one
-        await pilot.pause(0.2)
+        await until(pilot, lambda: screen.selected != worst)
         chosen = screen.selected
         assert chosen not in (None, "system.libc")
         assert chosen in _text(screen.query_one(FindingDetail))
         await pilot.press("slash", *"no such words", "enter")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: "text: 'no such words'" in _text(state))
         assert _leaves(tree) == []
         detail = _text(screen.query_one(FindingDetail))
         assert chosen not in detail and "No finding matches the filter" in detail
         await pilot.press("slash", *["backspace"] * 13, *"system.libc", "enter")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: "text: 'system.libc'" in _text(state))
         assert _leaves(tree) == ["system.libc"] and screen.selected == "system.libc"
         assert "system.libc" in _text(screen.query_one(FindingDetail))
 
@@ -456,12 +495,26 @@ def test_at_40_columns_the_counts_and_the_header_still_say_what_they_mean():
     drive(session, steps, size=(40, 30))
 
 
+def test_a_terminal_narrowed_after_the_run_redraws_the_header_to_fit():
+    session = bundle_session("hgx-h100x8-gpu3-x8")
+
+    async def steps(pilot):
+        header = pilot.app.screen.query_one("#host")
+        assert "…" not in _rows(header)[0]  # 120 columns: the whole first line
+        await pilot.resize_terminal(40, 30)  # no run event comes: the resize redraws
+        await until(pilot, lambda: "…" in _rows(header)[0])
+        assert _rows(header)[2].endswith("gpu3-x8 (read-only)")
+
+    drive(session, steps)
+
+
 def test_at_40_columns_the_export_form_fits_on_the_screen():
     session = bundle_session("hgx-h100x8-gpu3-x8")
 
     async def steps(pilot):
         await pilot.press("e")
-        await pilot.pause(0.3)
+        shown = on_screen(pilot, "ExportScreen")
+        await until(pilot, lambda: shown() and pilot.app.screen.query_one("#export").region)
         form = pilot.app.screen.query_one("#export")
         assert form.region.x >= 0 and form.region.right <= 40
         assert pilot.app.screen.query_one("#export-go").region.right <= 40
@@ -475,7 +528,13 @@ def test_at_120_columns_the_footer_shows_help_and_quit():
     session = bundle_session("hgx-h100x8-gpu3-x8")
 
     async def steps(pilot):
-        keys = {k.key: k for k in pilot.app.screen.query(FooterKey)}
+        keys = {}
+
+        def laid_out() -> bool:  # the footer lays its keys out after the screen's bindings
+            keys.update({k.key: k for k in pilot.app.screen.query(FooterKey)})
+            return {"question_mark", "q"} <= keys.keys() and all(k.region for k in keys.values())
+
+        await until(pilot, laid_out)
         for key in ("question_mark", "q"):
             assert 0 < keys[key].region.right <= SIZE[0], key
 
@@ -509,7 +568,7 @@ def test_the_export_suggests_a_name_without_the_host_name(tmp_path, monkeypatch)
     async def steps(pilot):
         assert session.run.report.host["hostname"] == hostname
         await pilot.press("e")
-        await pilot.pause(0.2)
+        await until(pilot, on_screen(pilot, "ExportScreen"))
         form = pilot.app.screen
         suggested = form.query_one("#export-path").value
         assert suggested.startswith(str(tmp_path)) and suggested.endswith(".tar.gz")
@@ -545,15 +604,14 @@ def test_the_history_of_a_bundle_lists_nothing_of_this_machine_and_undoes_nothin
 
     async def steps(pilot):
         await pilot.press("u")
-        await pilot.pause(0.3)
+        await until(pilot, on_screen(pilot, "HistoryScreen"))
         history = pilot.app.screen
-        assert type(history).__name__ == "HistoryScreen"
         assert "a replayed bundle holds no fix history" in _text(
             history.query_one("#history-state")
         )
         assert history.query_one("#history").row_count == 0
-        await pilot.press("u")
-        await pilot.pause(0.2)
+        await pilot.press("u")  # answered once the press returns: Pilot waits for the screen
+        await pilot.pause()
         assert pilot.app.screen is history  # nothing to confirm
 
     drive(session, steps)

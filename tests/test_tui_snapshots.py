@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 
-from tests.tui_support import (
+from tests.support.tui import (
     SIZE,
     app_for,
     bundle_session,
     copy_root,
     finished,
+    on_screen,
     root_session,
+    selected,
     until,
 )
 
@@ -21,14 +23,18 @@ ROCE = "hgx-h100x8-roce-mtu1500"
 NOUVEAU = "workstation-rtx4090-nouveau"
 
 
-def _after_run(session, *keys, then=None):
+def _after_run(session, *keys, then=None, shows=None):
+    """Once the run has ended: `then(pilot)`, `keys`, until the screen named `shows` is
+    up (snap_compare then waits for the app to settle: its pause and animations)."""
+
     async def run_before(pilot):
         await finished(pilot, session)
         if then is not None:
             await then(pilot)
         if keys:
             await pilot.press(*keys)
-        await pilot.pause(0.3)
+        if shows is not None:
+            await until(pilot, on_screen(pilot, shows))
 
     return run_before
 
@@ -42,7 +48,7 @@ def test_results_screen_on_a_finding_with_a_fix(snap_compare):
     session = bundle_session(NOUVEAU)
 
     async def select(pilot):
-        pilot.app.screen.select("gpu.nouveau")
+        await selected(pilot, "gpu.nouveau")
 
     assert snap_compare(
         app_for(session), terminal_size=SIZE, run_before=_after_run(session, then=select)
@@ -50,8 +56,7 @@ def test_results_screen_on_a_finding_with_a_fix(snap_compare):
 
 
 async def _open_fix(pilot):
-    pilot.app.screen.select("gpu.nouveau")
-    await pilot.pause(0.2)
+    await selected(pilot, "gpu.nouveau")
     await pilot.press("f")
     await until(pilot, lambda: getattr(pilot.app.screen, "flow", None) is not None)
 
@@ -66,7 +71,9 @@ def test_fix_screen_on_a_bundle(snap_compare):
 def test_confirm_screen(snap_compare, tmp_path):
     session = root_session(copy_root(tmp_path, NOUVEAU))
     assert snap_compare(
-        app_for(session), terminal_size=SIZE, run_before=_after_run(session, "a", then=_open_fix)
+        app_for(session),
+        terminal_size=SIZE,
+        run_before=_after_run(session, "a", then=_open_fix, shows="ConfirmScreen"),
     )
 
 
@@ -93,7 +100,11 @@ def test_history_screen(snap_compare, tmp_path):
     session = bundle_session(NOUVEAU)
     session.root = str(root)  # the history of this root, the screens of a bundle
     session.read_only = False  # (a replayed bundle's own history lists nothing)
-    assert snap_compare(app_for(session), terminal_size=SIZE, run_before=_after_run(session, "u"))
+    assert snap_compare(
+        app_for(session),
+        terminal_size=SIZE,
+        run_before=_after_run(session, "u", shows="HistoryScreen"),
+    )
 
 
 def test_export_form(snap_compare):
@@ -101,7 +112,7 @@ def test_export_form(snap_compare):
 
     async def fixed_path(pilot):
         await pilot.press("e")
-        await pilot.pause(0.2)
+        await until(pilot, on_screen(pilot, "ExportScreen"))
         path = pilot.app.screen.query_one("#export-path")
         path.cursor_blink = False  # a blinking cursor is drawn or not by the clock
         path.value = "/tmp/dldoctor-ws-ml-07.tar.gz"
@@ -114,5 +125,7 @@ def test_export_form(snap_compare):
 def test_help_screen(snap_compare):
     session = bundle_session(ROCE)
     assert snap_compare(
-        app_for(session), terminal_size=SIZE, run_before=_after_run(session, "question_mark")
+        app_for(session),
+        terminal_size=SIZE,
+        run_before=_after_run(session, "question_mark", shows="HelpScreen"),
     )

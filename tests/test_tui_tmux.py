@@ -55,18 +55,23 @@ def test_dldoctor_in_a_tmux_pane_shows_the_findings_and_quits_cleanly(tmp_path):
             assert check_id in pane, f"{check_id} not on the pane:\n{pane}"
         assert "this host, live" in pane
         _tmux(socket, "send-keys", "-t", "t", "q")
-        deadline = time.monotonic() + 10
-        while not done.exists():
-            assert time.monotonic() < deadline, "the app did not end after q"
-            time.sleep(0.1)
-        time.sleep(0.1)
-        assert done.read_text().strip() == str(expected["summary"]["exit_code"])
+        code = _exit_code(done, "the app did not end after q")
+        assert code == str(expected["summary"]["exit_code"])
         after = _tmux(socket, "capture-pane", "-p", "-t", "t")
         assert "Traceback" not in after
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
     gone = subprocess.run(["tmux", "-L", socket, "has-session"], capture_output=True, timeout=10)
     assert gone.returncode != 0  # the server it started is stopped
+
+
+def _exit_code(done, failure: str) -> str:
+    """The exit code the pane's shell wrote (`echo $? > done`), once it is whole."""
+    deadline = time.monotonic() + 10
+    while not (done.exists() and done.read_text().endswith("\n")):
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.1)
+    return done.read_text().strip()
 
 
 def _app_pid(socket: str) -> int:
@@ -106,12 +111,7 @@ def test_sigterm_ends_the_app_with_143_and_a_closed_terminal_ends_it_too(tmp_pat
     try:
         _start(socket, tmp_path, done)
         os.kill(_app_pid(socket), signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while not done.exists():
-            assert time.monotonic() < deadline, "SIGTERM did not end the app"
-            time.sleep(0.1)
-        time.sleep(0.1)
-        assert done.read_text().strip() == "143"
+        assert _exit_code(done, "SIGTERM did not end the app") == "143"
         assert "Traceback" not in _tmux(socket, "capture-pane", "-p", "-t", "t")
         _tmux(socket, "kill-server")
 

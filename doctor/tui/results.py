@@ -8,6 +8,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Input, ProgressBar, Static
 
@@ -33,6 +35,67 @@ MOVES = {"up", "down", "pageup", "pagedown", "home", "end", "enter", "left", "ri
 COUNTED = WORST_FIRST
 # Running checks are listed once they have taken this long: a quick one does not flicker.
 SHOW_RUNNING_AFTER_S = 0.3
+SPINNER_FRAME_S = 0.1
+
+
+class RunChanged(Message):
+    """The Session's run changed (`event`: RunStarted, CheckStarted, CheckFinished or
+    RunEnded), posted from the run's thread. The screen redraws from the Session, so one
+    redraw answers every change queued before it: a burst of checks finishing costs one."""
+
+    def __init__(self, event: object):
+        super().__init__()
+        self.event = event
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RunChanged)
+
+
+class RunningPanel(Static):
+    """The checks running for a while, each with a spinner and what it waits on. The
+    spinner and the seconds are the one thing the clock draws: the panel ticks only while
+    it shows a check, and wakes once when a running check is due to be shown."""
+
+    def __init__(self, session, **kwargs):
+        super().__init__(**kwargs)
+        self.session = session
+        self._due = None  # the timer that shows a check once it has run for a while
+
+    def draw(self) -> None:
+        if self.session.run.error:
+            self._tick(None)
+            self.update(Text(f"the run stopped: {self.session.run.error}", "bold red"))
+            self.display = True
+            return
+        running = self.session.running()
+        slow = [r for r in running if r.seconds >= SHOW_RUNNING_AFTER_S]
+        self._tick(SPINNER_FRAME_S if slow else None)
+        if running and not slow and self._due is None:
+            self._due = self.set_timer(SHOW_RUNNING_AFTER_S - running[0].seconds, self._shown)
+        if not slow:
+            self.display = False
+            return
+        frame = SPINNER[int(time.monotonic() * 10) % len(SPINNER)]
+        lines = Text()
+        for r in slow[:4]:
+            waiting = f"waiting on {r.waiting_on}" if r.waiting_on else "computing"
+            left = f" · {r.seconds_left:.0f} s left" if r.seconds_left is not None else ""
+            lines.append(f"{frame} {r.check_id}  {waiting} · {r.seconds:.0f} s{left}\n", "yellow")
+        if len(slow) > 4:
+            lines.append(f"  and {len(slow) - 4} more running", "dim")
+        self.update(lines.rstrip() or lines)
+        self.display = True
+
+    def _shown(self) -> None:
+        self._due = None
+        self.draw()
+
+    def _tick(self, interval: float | None) -> None:
+        if self.auto_refresh != interval:
+            self.auto_refresh = interval
+
+    def automatic_refresh(self) -> None:
+        self.draw()
 
 
 def _counts_line(tally: dict[str, int], done: bool, running: int, width: int) -> Text:
@@ -81,12 +144,15 @@ class ResultsScreen(Screen):
         Binding("q", "app.quit", "Quit"),
     ]
 
+    # The filters: setting one redraws the list.
+    text_filter = var("", init=False)
+    status_filter = var(0, init=False)
+
     def __init__(self, session, **kwargs):
         super().__init__(**kwargs)
         self.session = session
         self.selected: str | None = None
-        self.text_filter = ""
-        self.status_filter = 0
+        self.ended = None  # the run whose end the screen shows
         self._drawn: tuple = ()
         self._shown_detail: tuple = ()
         self._last: dict = {}
@@ -100,7 +166,7 @@ class ResultsScreen(Screen):
                 total=len(self.session.specs), show_eta=False, show_percentage=False, id="progress"
             )
             yield Static(id="counts")
-        yield Static(id="running")
+        yield RunningPanel(self.session, id="running")
         yield Input(placeholder="filter: words in the id, title or summary", id="filter")
         with Horizontal(id="body"):
             with Vertical(id="left"):
@@ -113,14 +179,28 @@ class ResultsScreen(Screen):
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
         self.query_one("#findings", FindingsTree).focus()
-        self.set_interval(0.1, self.refresh_state)
+        # Subscribed before the first drawing: no change falls between the two.
+        self.session.subscribe(lambda event: self.post_message(RunChanged(event)))
+        self.refresh_state()
+        self.call_after_refresh(self.refresh_state)  # the widgets' widths, once laid out
+
+    def on_run_changed(self, message: RunChanged) -> None:
+        self.refresh_state()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.refresh_state)  # the header and counts fit the width
+
+    def watch_text_filter(self) -> None:
+        self.refresh_state()
+
+    def watch_status_filter(self) -> None:
         self.refresh_state()
 
     # --- drawing --------------------------------------------------------------------
 
     def refresh_state(self) -> None:
-        """Ten times a second: redraw what changed, and only that (an idle screen costs
-        nothing, so keys are answered at once)."""
+        """Redraw what changed, and only that: called when the run, a filter or the size
+        changes, so the UI thread never waits on a probe and a key is answered at once."""
         session = self.session
         findings = session.findings()
         host = session.host_view()
@@ -138,7 +218,7 @@ class ResultsScreen(Screen):
             (tuple(tally.items()), session.done, len(running), width),
             lambda: _counts_line(tally, session.done, len(running), width),
         )
-        self._draw_running(running)
+        self.query_one(RunningPanel).draw()
         name, statuses = STATUS_FILTERS[self.status_filter]
         shown = [f for f in findings if matches(f, self.text_filter, statuses)]
         state = f"showing {len(shown)} of {len(findings)}"
@@ -155,11 +235,9 @@ class ResultsScreen(Screen):
             # first to finish is seldom the one to read.
             follow = None if self.following else self.selected
             self.selected = self.query_one(FindingsTree).show(shown, follow)
-        if session.run.error:
-            self.query_one("#running", Static).update(
-                Text(f"the run stopped: {session.run.error}", "bold red")
-            )
         self._draw_detail()
+        if session.done and width:  # drawn laid out: at the widths the screen has
+            self.ended = session.run
 
     def _update(self, selector, key, content) -> None:
         """Give the widget `content()` when `key` differs from the last one it got."""
@@ -174,23 +252,6 @@ class ResultsScreen(Screen):
             widget.show(value)
         else:
             widget.update(value)
-
-    def _draw_running(self, running) -> None:
-        panel = self.query_one("#running", Static)
-        slow = [r for r in running if r.seconds >= SHOW_RUNNING_AFTER_S]
-        if not slow:
-            panel.display = False
-            return
-        frame = SPINNER[int(time.monotonic() * 10) % len(SPINNER)]
-        lines = Text()
-        for r in slow[:4]:
-            waiting = f"waiting on {r.waiting_on}" if r.waiting_on else "computing"
-            left = f" · {r.seconds_left:.0f} s left" if r.seconds_left is not None else ""
-            lines.append(f"{frame} {r.check_id}  {waiting} · {r.seconds:.0f} s{left}\n", "yellow")
-        if len(slow) > 4:
-            lines.append(f"  and {len(slow) - 4} more running", "dim")
-        panel.update(lines.rstrip() or lines)
-        panel.display = True
 
     def _draw_detail(self) -> None:
         finding = self.current()
@@ -216,6 +277,8 @@ class ResultsScreen(Screen):
         self.following = False
 
     def on_tree_node_highlighted(self, event: FindingsTree.NodeHighlighted) -> None:
+        if event.node is not event.control.cursor_node:
+            return  # the cursor has left it since (a redraw moved it): not the user's choice
         data = event.node.data
         if isinstance(data, str) and not data.startswith("skips:"):
             self.selected = data
@@ -223,7 +286,6 @@ class ResultsScreen(Screen):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.text_filter = event.value.strip()
-        self.refresh_state()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.query_one(FindingsTree).focus()
@@ -239,20 +301,18 @@ class ResultsScreen(Screen):
         box = self.query_one("#filter", Input)
         box.value = ""
         box.display = False
+        self.text_filter = ""
         self.status_filter = 0
         self.query_one(FindingsTree).focus()
-        self.refresh_state()
 
     def action_cycle_status(self) -> None:
         self.status_filter = (self.status_filter + 1) % len(STATUS_FILTERS)
-        self.refresh_state()
 
     def action_rerun_all(self) -> None:
         if not self.session.done:
             self.notify("the checks are still running", severity="warning")
             return
         self.session.start()
-        self.refresh_state()
 
     def action_rerun_one(self) -> None:
         finding = self.current()
@@ -295,4 +355,4 @@ class ResultsScreen(Screen):
         self.selected = check_id
         self._drawn = ()  # redrawn with the cursor on it
         self.action_clear_filter()
-        self._draw_detail()
+        self.refresh_state()

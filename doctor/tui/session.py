@@ -1,6 +1,7 @@
-"""What the interactive app shows, without Textual: one diagnosis run in a thread whose
-events the app polls, the host at a glance, the raw answers behind a finding. Widgets
-read this and the fix flow (`fixflow.py`); they never ask the host anything."""
+"""What the interactive app shows, without Textual: one diagnosis run in a thread that
+tells its subscribers each change, the host at a glance, the raw answers behind a
+finding. Widgets read this and the fix flow (`fixflow.py`); they never ask the host
+anything."""
 
 from __future__ import annotations
 
@@ -64,6 +65,19 @@ class Run:
     error: str = ""
 
 
+@dataclass(frozen=True)
+class RunStarted:
+    run: Run
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    run: Run  # its report is set, or its error
+
+
+Subscriber = Callable[[object], None]
+
+
 class Session:
     """A diagnosis of one host, live or replayed, through a recorder: its answers are the
     evidence shown and the snapshot exported."""
@@ -95,6 +109,20 @@ class Session:
         self.run: Run = Run(self.specs)
         self._lock = threading.Lock()
         self.generation = 0  # bumped by every start: a widget redraws when it changes
+        self._subscribers: list[Subscriber] = []
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        """Call `subscriber(event)` after each change of the run: RunStarted, the runner's
+        CheckStarted and CheckFinished, RunEnded. It is called from the run's thread (or
+        from `start`'s caller) and must not block."""
+        self._subscribers.append(subscriber)
+
+    def _tell(self, event: object) -> None:
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber(event)
+            except Exception:  # noqa: BLE001 - a screen gone as the app ends stops no run
+                pass
 
     # --- running --------------------------------------------------------------------
 
@@ -118,6 +146,7 @@ class Session:
         with self._lock:
             self.run = run
             self.generation += 1
+        self._tell(RunStarted(run))
 
         def listen(event) -> None:
             with self._lock:
@@ -126,6 +155,7 @@ class Session:
                 elif isinstance(event, CheckFinished):
                     run.started.pop(event.spec.id, None)
                     run.findings[event.spec.id] = event.finding
+            self._tell(event)
 
         def work() -> None:
             try:
@@ -140,11 +170,13 @@ class Session:
                 )
             except Exception as exc:  # noqa: BLE001 - shown in the app, never a traceback
                 run.error = f"{type(exc).__name__}: {exc}"
+                self._tell(RunEnded(run))
                 return
             kept = [f for f in previous.values() if f.id not in {s.id for s in chosen}]
             order = {s.id: i for i, s in enumerate(self.specs)}
             report.findings = sorted([*kept, *report.findings], key=lambda f: order.get(f.id, 0))
             run.report = report
+            self._tell(RunEnded(run))
 
         thread = threading.Thread(target=work, name="dldoctor-tui-run", daemon=True)
         thread.start()

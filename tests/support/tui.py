@@ -1,11 +1,12 @@
 """What the app's tests share: sessions on fixture bundles or a temporary root, and
-waiting for a run to end without sleeping blindly."""
+waiting on what the app shows, never on the clock."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
 import threading
+import time
 
 from dldoctor.host.live import LiveHost
 from dldoctor.host.replay import ReplayHost
@@ -37,18 +38,55 @@ def copy_root(tmp_path, name: str):
 
 
 async def until(pilot, condition, timeout: float = 30.0) -> None:
-    """Pause the app until `condition()` holds; AssertionError past `timeout`."""
-    waited = 0.0
+    """Let the app run until `condition()` holds, then until it has handled what was
+    queued by then; AssertionError past `timeout` (a bound on a failure, not a wait)."""
+    deadline = time.monotonic() + timeout
     while not condition():
-        assert waited < timeout, f"still waiting after {timeout} s"
-        await pilot.pause(0.05)
-        waited += 0.05
+        assert time.monotonic() < deadline, f"still waiting after {timeout} s"
+        await pilot.pause(0.02)
     await pilot.pause()
 
 
 async def finished(pilot, session: Session) -> None:
-    await until(pilot, lambda: session.done)
-    await pilot.pause(0.2)  # the screen's next refresh draws the end
+    """Until the run has ended and the results screen shows its end."""
+    screen = pilot.app.results
+    await until(pilot, lambda: session.done and screen.ended is session.run)
+
+
+async def selected(pilot, check_id: str) -> None:
+    """Select `check_id` (as the command palette does), until the list's cursor is on it;
+    a skip in a folded line has no row to be on: until the screen has it selected."""
+    from dldoctor.tui.findings import FindingsTree
+
+    screen = pilot.app.results
+    screen.select(check_id)
+    tree = screen.query_one(FindingsTree)
+
+    def on_it() -> bool:
+        node = _node(tree.root, check_id)
+        folded = node is None or not all(a.is_expanded for a in _above(node))
+        return screen.selected == check_id and (
+            folded or getattr(tree.cursor_node, "data", None) == check_id
+        )
+
+    await until(pilot, on_it)
+
+
+def _node(node, data):
+    if node.data == data:
+        return node
+    return next((n for n in map(lambda c: _node(c, data), node.children) if n), None)
+
+
+def _above(node):
+    while node.parent is not None and node.parent.parent is not None:  # below the root
+        node = node.parent
+        yield node
+
+
+def on_screen(pilot, name: str):
+    """A condition: the app shows the screen named `name` ("FixScreen", ...)."""
+    return lambda: type(pilot.app.screen).__name__ == name
 
 
 class HangingHost(ReplayHost):
