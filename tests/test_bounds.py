@@ -1,10 +1,10 @@
 """Memory and time stay bounded in every mode, with every tool misbehaving at once.
 
 Live (`--check`, `snapshot`): every tool a fact or a snapshot extra runs prints without
-end, prints binary garbage without end, or hangs (tests/faults.misbehaving_tools), all in
+end, prints binary garbage without end, or hangs (tests/support/faults.misbehaving_tools), all in
 the same run. Replay (`--from`) and `diff`: a bundle whose commands answered with a 1 GiB
 sparse stdout, 20 MiB of binary garbage, or a timeout, and whose `osrelease` is 1 GiB
-(tests/faults.misbehaving_bundle). Each run must peak at most 100 MiB of resident memory
+(tests/support/faults.misbehaving_bundle). Each run must peak at most 100 MiB of resident memory
 (dldoctor's VmHWM, polled while it runs; its children are `yes`, `cat` and `sleep`), end
 within its deadline and a margin, leave no process behind and write its report.
 """
@@ -15,7 +15,6 @@ import gzip
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -34,11 +33,12 @@ from dldoctor.policy import Policy
 from dldoctor.registry import CheckSpec
 from dldoctor.runner import run_check
 from dldoctor.snapshots.take import EXTRAS
-from tests.bugreports import SEPARATOR, constructed_sections
-from tests.conftest import HOSTS
-from tests.faults import SPARSE_BYTES, misbehaving_bundle, misbehaving_tools
-from tests.test_deadline import MARK, TOOLS, left_behind
-from tests.test_host_live import fake_command
+from tests.support.bugreports import SEPARATOR, constructed_sections
+from tests.support.commands import fake_command
+from tests.support.faults import SPARSE_BYTES, misbehaving_bundle
+from tests.support.measuring import measured
+from tests.support.paths import HOSTS
+from tests.support.processes import MARK, TOOLS, left_behind
 
 SOURCE = HOSTS / "hgx-h100x8-raid-degraded"
 PEAK_MIB = 100
@@ -48,60 +48,6 @@ DEADLINE = 8
 SNAPSHOT_DEADLINE = 20
 # Generous: start-up on a loaded machine, and the watchdog's own slack.
 MARGIN_S = 4
-
-
-def _high_water_kib(pid: int) -> int:
-    """The process's peak resident memory so far (VmHWM). Not wait4's ru_maxrss: Linux
-    carries the forking parent's resident size over fork and exec into it, and pytest's
-    own is well past 100 MiB by the time this runs."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            line = next((ln for ln in f if ln.startswith("VmHWM:")), "VmHWM: 0 kB")
-    except OSError:  # exited between two polls
-        return 0
-    return int(line.split()[1])
-
-
-def measured(
-    tmp_path: Path, *args: str, bindir: Path | None = None
-) -> tuple[int, float, float, bytes, bytes]:
-    """(exit code, seconds, peak MiB, stdout, stderr) of `dldoctor *args`, with the tools
-    of `bindir` (by default every tool misbehaving) first on PATH."""
-    if bindir is None:
-        tools = sorted({*TOOLS, *(argv[0] for argv in EXTRAS)})
-        bindir = misbehaving_tools(tmp_path / "bin", tools)
-    nvml = tmp_path / "nvml"
-    nvml.mkdir()
-    (nvml / "pynvml.py").write_text('raise ImportError("no pynvml in this test")\n')
-    mark = uuid.uuid4().hex
-    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "DLDOCTOR_NO_PLUGINS": "1",
-           "PYTHONPATH": str(nvml), "XDG_CONFIG_HOME": str(tmp_path / "config"),
-           MARK: mark}  # fmt: skip
-    out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
-    began = time.monotonic()
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "dldoctor", *args], stdout=out,
-                                stderr=err, env=env, cwd=tmp_path)  # fmt: skip
-        peak_kib, pid = 0, 0
-        try:
-            while True:
-                peak_kib = max(peak_kib, _high_water_kib(proc.pid))
-                pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
-                if pid:
-                    break
-                assert time.monotonic() - began < SNAPSHOT_DEADLINE + 60, "dldoctor did not end"
-                time.sleep(0.02)
-        finally:
-            if not pid:
-                proc.kill()
-                proc.wait()
-    elapsed = time.monotonic() - began
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4, not by Popen
-    left = left_behind(mark)
-    for line in left:  # never leave them to the next test, even when this one fails
-        os.kill(int(line.split()[0]), signal.SIGKILL)
-    assert not left, f"processes left behind: {left}"
-    return proc.returncode, elapsed, peak_kib / 1024, out_path.read_bytes(), err_path.read_bytes()
 
 
 def bounded(elapsed: float, peak_mib: float, deadline: float = DEADLINE) -> None:

@@ -23,8 +23,8 @@ from dldoctor.snapshots.bundle import (
     command_folders,
     write_bundle,
 )
-from tests.bundlebuilder import BundleBuilder
-from tests.test_host_live import fake_command
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.commands import fake_command
 
 
 def record_sample(tmp_path):

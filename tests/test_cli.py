@@ -13,9 +13,10 @@ import time
 import pytest
 
 from dldoctor.exitcodes import ExitCode
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES, HOSTS, report_of, run_dldoctor, verdicts
-from tests.test_host_live import fake_command
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.cli import report_of, run_dldoctor, verdicts
+from tests.support.commands import fake_command
+from tests.support.paths import FIXTURES, HOSTS
 
 HEALTHY = str(HOSTS / "ubuntu2204-healthy")
 LEGACY = str(HOSTS / "rhel72-legacy")
@@ -281,7 +282,7 @@ def _table_rows(text: str) -> dict[int, list[str]]:
 
 def test_the_exit_code_table_is_the_same_in_the_code_and_the_readme():
     import dldoctor.exitcodes as exitcodes
-    from tests.conftest import TESTS
+    from tests.support.paths import TESTS
 
     readme = (TESTS.parent / "README.md").read_text()
     in_code = _table_rows(exitcodes.__doc__)

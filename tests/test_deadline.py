@@ -21,23 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HOSTS
-from tests.test_host_live import fake_command
-
-ROOT = HOSTS / "hgx-h100x8-raid-degraded" / "files"
-# Every command a fact runs (doctor/facts/*: host.run and the *_ARGV tuples).
-TOOLS = (
-    "nvidia-smi", "lspci", "python3", "getconf", "systemctl", "journalctl", "dmesg", "date",
-    "numactl", "rocm-smi", "mdadm", "nvcc", "ldconfig", "nvme", "smartctl",
-)  # fmt: skip
-MARK = "DLDOCTOR_TEST_MARK"
-
-
-def hanging_tools(folder: Path) -> Path:
-    folder.mkdir(exist_ok=True)
-    for tool in TOOLS:
-        fake_command(folder, tool, "exec sleep 600")
-    return folder
+from tests.support.paths import HOSTS
+from tests.support.processes import MARK, ROOT, finish, hanging_tools, marked_processes
 
 
 def blocking_nvml(folder: Path) -> Path:
@@ -51,31 +36,6 @@ def blocking_nvml(folder: Path) -> Path:
         "def nvmlInit():\n    ctypes.PyDLL(None).pause()\n"
     )
     return folder
-
-
-def marked_processes(mark: str) -> list[str]:
-    """Processes whose environment carries `mark` (children of a run, at any depth)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if f"{MARK}={mark}".encode() in env.split(b"\0"):
-            found.append(f"{pid} {cmd.decode(errors='replace')}")
-    return found
-
-
-def left_behind(mark: str, grace: float = 2.0) -> list[str]:
-    """The marked processes still alive `grace` seconds on: the backstop watcher (a fork
-    of dldoctor, so marked too) takes a moment to see dldoctor gone and exit."""
-    until = time.monotonic() + grace
-    while (left := marked_processes(mark)) and time.monotonic() < until:
-        time.sleep(0.05)
-    return left
 
 
 def start(tmp_path: Path, *args: str, nvml: bool = False, stdout=subprocess.PIPE):
@@ -97,20 +57,6 @@ def start(tmp_path: Path, *args: str, nvml: bool = False, stdout=subprocess.PIPE
         env=env,
     )
     return proc, mark
-
-
-def finish(proc: subprocess.Popen, mark: str, limit: float):
-    began = time.monotonic()
-    try:
-        out, err = proc.communicate(timeout=limit + 30)
-    finally:
-        proc.kill()
-    elapsed = time.monotonic() - began
-    left = left_behind(mark)
-    for line in left:  # never leave them to the next test, even when this one fails
-        os.kill(int(line.split()[0]), signal.SIGKILL)
-    assert not left, f"processes left behind: {left}"
-    return out, err, elapsed
 
 
 def by_id(out: bytes) -> dict[str, dict]:
@@ -267,7 +213,7 @@ def stuck(facts, policy):
 def test_the_backstop_ends_a_run_stuck_in_native_code(tmp_path):
     # A check stuck in C while holding the interpreter lock (what a quadratic regex does)
     # stops the watchdog thread too; the forked backstop kills dldoctor and its commands.
-    from tests.test_plugins import install_fake_distribution
+    from tests.support.plugins import install_fake_distribution
 
     install_fake_distribution(tmp_path, "dldoctor-native", GIL_HOG, "dldoctor_native_checks")
     mark = uuid.uuid4().hex

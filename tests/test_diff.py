@@ -8,7 +8,8 @@ import shutil
 
 from dldoctor.diffing import KEY_FACTS, UNKNOWN, read_key_facts
 from dldoctor.facts import Facts
-from tests.conftest import HOSTS, run_dldoctor
+from tests.support.cli import run_dldoctor
+from tests.support.paths import HOSTS
 
 HEALTHY = HOSTS / "hgx-h100x8-healthy"
 GPU3_X8 = HOSTS / "hgx-h100x8-gpu3-x8"

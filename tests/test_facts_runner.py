@@ -16,8 +16,8 @@ from dldoctor.model import Status, passed
 from dldoctor.policy import Policy
 from dldoctor.registry import check, checks_in
 from dldoctor.runner import CheckFinished, CheckStarted, Runner
-from tests.bundlebuilder import BundleBuilder
-from tests.test_host_live import fake_command
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.commands import fake_command
 
 
 def test_concurrent_askers_wait_for_one_probe(tmp_path):

@@ -1,4 +1,4 @@
-"""`dldoctor fleet run` through ClusterShell: its exec worker runs tests/fleet_node.py once
+"""`dldoctor fleet run` through ClusterShell: its exec worker runs tests/support/fleet_node.py once
 per node (`%h` its name), each a fake node whose real dldoctor replays a fixture bundle, or
 that is down, hangs or prints garbage; its ssh worker meets a closed port."""
 
@@ -15,9 +15,10 @@ import uuid
 
 import pytest
 
-from tests.conftest import HOSTS, TESTS, run_dldoctor
+from tests.support.cli import run_dldoctor
+from tests.support.paths import HOSTS, TESTS
 
-NODE = f"exec {sys.executable} {TESTS / 'fleet_node.py'} %h"
+NODE = f"exec {sys.executable} {TESTS / 'support' / 'fleet_node.py'} %h"
 HEALTHY, OLD_DRIVER, GPU3_X8 = (
     str(HOSTS / h) for h in ("hgx-h100x8-healthy", "hgx-h100x8-driver535", "hgx-h100x8-gpu3-x8")
 )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 import threading
 import time
 
@@ -20,13 +19,8 @@ from dldoctor.host import (
 )  # fmt: skip
 from dldoctor.host.live import KEPT_OF_CUT_BYTES, os_error_answer
 from dldoctor.host.paths import resolve_in_root
-from tests.conftest import nonroot
-
-
-def fake_command(bindir, name: str, script: str) -> None:
-    path = bindir / name
-    path.write_text("#!/bin/sh\n" + script + "\n")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+from tests.support.commands import fake_command
+from tests.support.marks import nonroot
 
 
 def test_read_ok_missing_and_directory(tmp_path):

@@ -10,7 +10,7 @@ from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Report
 from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered, select
-from tests.conftest import HOSTS
+from tests.support.paths import HOSTS
 
 
 def inventory(host: str, only: list[str] | None = None) -> dict:

@@ -14,9 +14,9 @@ import json
 import pytest
 
 from dldoctor.host.base import MAX_STDERR_BYTES, stdout_cap
-from tests.conftest import HOSTS
-from tests.test_bounds import measured
-from tests.test_host_live import fake_command
+from tests.support.commands import fake_command
+from tests.support.measuring import measured
+from tests.support.paths import HOSTS
 
 ROOT = HOSTS / "hgx-h100x8-healthy" / "files"
 TIMEOUT = 2

@@ -63,6 +63,7 @@ from dldoctor.host import bugreport, sosreport
 from dldoctor.render import npd
 from dldoctor.tui import findings
 from dldoctor.versions import at_least, version_tuple
+from tests.support.strategies import HOSTILE
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS = FIXTURES / "corpus"
@@ -209,6 +210,7 @@ def test_every_entry_point_is_listed():
     missed = {e for e in entry_points - set(BY_CONTRACT) if e.rsplit(".", 1)[1] not in PARSERS}
     assert missed == set(), "add each to PARSERS (and a seed to SEEDS)"
 
+
 # Parsers without a capture of their own still get realistic text to mutate.
 SEEDS = {
     "parse_proc_modules": "nvidia_uvm 1531904 4 - Live 0x0000000000000000 (POE)\n",
@@ -252,7 +254,7 @@ SEEDS = {
     "command_words": '/usr/bin/lspci -d "10de:*" -v -xxx',
     "mdadm_section": "/dev/md0:\n     Raid Level : raid1\n/dev/md1:\n     Raid Level : raid0\n",
     "shorten": "GPU 0 has fallen off the bus: Xid 79 on 0000:18:00.0",
-    "quoted": "/etc/os-release: PRETTY_NAME=\"Ubuntu 22.04.4 LTS\"",
+    "quoted": '/etc/os-release: PRETTY_NAME="Ubuntu 22.04.4 LTS"',
     "remediation_text": "Run `nvidia-smi -r` then `sudo systemctl restart nvidia-fabricmanager`.",
     "commands_in": "Run `nvidia-smi -r` then `sudo systemctl restart nvidia-fabricmanager`.",
     "basic_string": 'a "quoted" \\ path\twith\x01control',
@@ -269,18 +271,6 @@ SAMPLES = {
 
 def test_every_parser_has_text_to_mutate():
     assert [name for name, texts in SAMPLES.items() if not texts] == []
-
-
-# The hostile pieces the fuzzing found defects with, and a few of their relatives.
-HOSTILE = st.one_of(
-    st.integers(4290, 4400).map(lambda n: "1" * n),  # around int()'s digit limit
-    st.integers(300, 420).map(lambda n: "9" * n),  # past float's range: inf
-    st.sampled_from(["²", "¹", "٣", "1²", "0x", "-", "1_000", "\x00", "\ufffd", "\u2028"]),
-    st.integers(900, 3000).map(lambda n: "[" * n),  # past the JSON decoder's recursion
-    st.integers(900, 3000).map(lambda n: '{"a":' * n),
-    st.integers(100, 2000).map(lambda n: "<a>" * n),
-    st.tuples(st.sampled_from("a 0.:(x-\t"), st.integers(1000, 5000)).map(lambda t: t[0] * t[1]),
-)
 
 
 @st.composite
@@ -448,7 +438,7 @@ def test_a_policy_is_read_or_refused_in_one_line(text):
 
 @functools.cache
 def _report() -> dict:
-    from tests import fleetgen
+    from tests.support import fleetgen
 
     return fleetgen.real_report()  # a real report of a fixture host
 

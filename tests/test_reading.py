@@ -22,8 +22,8 @@ from dldoctor.facts.toolkit import cuda_version_from_header
 from dldoctor.host import LiveHost
 from dldoctor.host.base import ProbeFailed
 from dldoctor.host.replay import ReplayHost
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import nonroot
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.marks import nonroot
 
 # --- the rule on a live tree -----------------------------------------------------------
 

@@ -17,8 +17,8 @@ import uuid
 
 import pytest
 
-from tests.test_deadline import MARK, ROOT, TOOLS, finish, marked_processes
-from tests.test_host_live import fake_command
+from tests.support.commands import fake_command
+from tests.support.processes import MARK, ROOT, TOOLS, finish, marked_processes
 
 ESCAPES = {
     "holding": "(setsid sleep 600 &)",

@@ -3,7 +3,7 @@
 The decisions are tested against a stand-in `scontrol` on PATH (a real program that records
 its arguments and answers `show node` with real Slurm 22.05 output from tests/fixtures/slurm/);
 the last test runs the wrapper as the HealthCheckProgram of a real one-node Slurm cluster
-(munged, slurmctld and slurmd started here, tests/slurmcluster.py).
+(munged, slurmctld and slurmd started here, tests/support/slurmcluster.py).
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from dldoctor.slurm import (
     drain_reason,
     parse_show_node,
 )
-from tests.conftest import FIXTURES, run_dldoctor
-from tests.slurmcluster import Cluster, NotStarted, missing_programs
-from tests.test_host_live import fake_command
+from tests.support.cli import run_dldoctor
+from tests.support.commands import fake_command
+from tests.support.paths import FIXTURES
+from tests.support.slurmcluster import Cluster, NotStarted, missing_programs
 
 CAPTURES = FIXTURES / "slurm"
 IDLE = CAPTURES / "show-node-idle.txt"

@@ -24,14 +24,14 @@ from dldoctor.host import live as live_host
 from dldoctor.host.recording import RecordingHost
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Evidence
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.paths import FIXTURES
+from tests.support.storage import OWN, nvme_bundle
 
 CORPUS = FIXTURES / "corpus"
 MDSTAT = CORPUS / "mdstat"
 MDADM = CORPUS / "mdadm-detail"
 NVME_TREE = CORPUS / "nvme-sysfs"
-OWN = FIXTURES / "storage"
 GIB = 1024**3
 
 
@@ -492,18 +492,6 @@ def test_nvme_cli_other_key_spellings_and_odd_values():
 def test_smart_parsers_never_raise(parse, text):
     got = parse(text)
     assert not got.has_values and got.notes
-
-
-def nvme_bundle(tmp_path, state="live") -> BundleBuilder:
-    b = BundleBuilder(tmp_path / "b")
-    base = "/sys/class/nvme/nvme0"
-    for attr, value in (("model", "SAMSUNG MZQL23T8HCLS-00A07               "),
-                        ("serial", "S64HNE0T000000"), ("firmware_rev", "GDC5602Q"),
-                        ("state", state), ("transport", "pcie")):  # fmt: skip
-        b.file(f"{base}/{attr}", value + "\n")
-    b.file(f"{base}/nvme0n1/size", "7501476528\n")
-    b.file(f"{base}/power/control", "on\n")
-    return b
 
 
 def test_nvme_fact_with_nvme_cli(tmp_path):
