@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/fleet.py [--counts 1000,10000] [--runs 3]
 
-The reports are generated (tests/fleetgen.py): the healthy 8-GPU fixture host replayed by
+The reports are generated (tests/support/fleetgen.py): the healthy 8-GPU fixture host replayed by
 the real dldoctor (about 360 KiB of JSON, evidence included, as `fleet run` collects them),
 and one node in a hundred changed as a rack's odd ones are (older driver, missing GPU,
 a GPU at x8, older HCA firmware). Each run is a fresh `dldoctor fleet report --json DIR`
@@ -39,7 +39,7 @@ def one_run(folder: str) -> tuple[float, float, float, int]:
 
 
 def fleet(folder: str, count: int, base: dict) -> None:
-    from tests import fleetgen
+    from tests.support import fleetgen
 
     names = [f"node{i:05d}" for i in range(1, count + 1)]
     changes = (
@@ -57,7 +57,7 @@ def main() -> int:
     p.add_argument("--counts", default="1000,10000", help="fleet sizes, comma-separated")
     p.add_argument("--runs", type=int, default=3, help="runs per size (the median is shown)")
     ns = p.parse_args()
-    from tests import fleetgen
+    from tests.support import fleetgen
 
     base = fleetgen.real_report()
     for count in (int(c) for c in ns.counts.split(",")):

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/formats.py [--runs 21] [--gpus 8]
 
 For each format of `dldoctor --format` (the table in dldoctor/render/formats.py), two
-figures on a generated HGX bundle (tests/hostgen.py's `gpu_server`):
+figures on a generated HGX bundle (tests/support/hostgen.py's `gpu_server`):
 1. in process: the median time to render the report in that format (its module already
    imported, and the first import on its own) — the format's own cost;
 2. end to end, on the bundle (replay: CPU-bound) and on this host (live: mostly waiting on
@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO))
 
 
 def build_bundle(folder: Path, gpus: int) -> Path:
-    from tests.bundlebuilder import BundleBuilder
-    from tests.hostgen import gpu_server
+    from tests.support.bundlebuilder import BundleBuilder
+    from tests.support.hostgen import gpu_server
 
     dest = folder / f"hgx-h100x{gpus}"
     gpu_server(BundleBuilder(dest), f"bench-{gpus}", gpus=gpus)

@@ -6,7 +6,7 @@
 1. side-by-side: `dldoctor --check --json` against `inxi -F` on this machine, in interleaved
    pairs (both see the same load and page cache), median wall time of each and the ratio.
    Skipped, saying so, when inxi is not installed.
-2. replay: generated HGX bundles with 8/16/32/64/128 GPUs (tests/hostgen.py's
+2. replay: generated HGX bundles with 8/16/32/64/128 GPUs (tests/support/hostgen.py's
    `gpu_server`, built into a temporary folder), median wall time of
    `dldoctor --from BUNDLE --check --json` each, and the cost of one more GPU.
 3. hang: every external command dldoctor runs replaced by one that sleeps 600 s (a
@@ -133,8 +133,8 @@ def side_by_side(runs: int, warmup: int) -> None:
 
 def build_bundles(root: Path) -> dict[int, Path]:
     sys.path.insert(0, str(REPO))
-    from tests.bundlebuilder import BundleBuilder
-    from tests.hostgen import gpu_server
+    from tests.support.bundlebuilder import BundleBuilder
+    from tests.support.hostgen import gpu_server
 
     bundles = {}
     for n in GPU_COUNTS:

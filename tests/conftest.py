@@ -3,54 +3,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-TESTS = Path(__file__).parent
-FIXTURES = TESTS / "fixtures"
-HOSTS = FIXTURES / "hosts"
-
-
-# Tests of what a user without root gets: .ci/run runs them (`-m nonroot`) as an
-# unprivileged user; under root, which reads everything, they cannot show it.
-NONROOT = (
-    pytest.mark.nonroot,
-    pytest.mark.skipif(
-        os.geteuid() == 0, reason="root reads everything: .ci/run runs these as nobody"
-    ),
-)
-
-
-def nonroot(test):
-    for mark in NONROOT:
-        test = mark(test)
-    return test
-
-
-def run_dldoctor(
-    *args: str, env: dict | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess:
-    """The installed CLI in a child process, exactly as a user or CI job runs it."""
-    full_env = {**os.environ, "DLDOCTOR_NO_PLUGINS": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "dldoctor", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=timeout,
-    )
-
-
-def report_of(proc: subprocess.CompletedProcess) -> dict:
-    return json.loads(proc.stdout)
-
-
-def verdicts(report: dict) -> dict[str, str]:
-    return {f["id"]: f["status"] for f in report["findings"]}
+from tests.support.cli import run_dldoctor
+from tests.support.paths import HOSTS
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -102,15 +61,23 @@ settings.register_profile(
 settings.load_profile("deep" if os.environ.get("DLDOCTOR_DEEP") == "1" else "default")
 
 
-def watch_opens(monkeypatch) -> list[str]:
-    """Every path os.open is asked for from now on, for a test to show what was never
-    opened (a FIFO, a device, a file behind a link)."""
-    opened: list[str] = []
-    real_open = os.open
+@pytest.fixture
+def refused(tmp_path):
+    """Run `--from ARCHIVE` with a private TMPDIR; check the refusal and that nothing was
+    left anywhere under tmp_path but the archive itself."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
 
-    def watched_open(path, *args, **kwargs):
-        opened.append(os.fsdecode(path))
-        return real_open(path, *args, **kwargs)
+    def check(archive: Path, message: str) -> str:
+        before = sorted(tmp_path.rglob("*"))
+        proc = run_dldoctor("--from", str(archive), "--json", env={"TMPDIR": str(tmpdir)})
+        assert proc.returncode == 4, proc.stderr
+        assert proc.stdout == ""
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and message in lines[0], proc.stderr
+        assert lines[0].startswith(f"dldoctor: {archive}: ")
+        assert list(tmpdir.iterdir()) == []
+        assert sorted(tmp_path.rglob("*")) == before
+        return lines[0]
 
-    monkeypatch.setattr(os, "open", watched_open)
-    return opened
+    return check

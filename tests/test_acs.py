@@ -8,8 +8,8 @@ import pytest
 from dldoctor.facts import Facts, acs
 from dldoctor.host import LiveHost, ProbeFailed
 from dldoctor.host.replay import ReplayHost
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.paths import FIXTURES
 
 ACS = FIXTURES / "acs"
 ALL_OFF = frozenset()

@@ -8,9 +8,9 @@ from dldoctor.facts.amd import ROCM_SMI, parse_rocm_smi_json
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES
-from tests.hostgen import pci_device
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.hostgen import pci_device
+from tests.support.paths import FIXTURES
 
 CORPUS = FIXTURES / "corpus/rocm-smi-json"
 

@@ -1,10 +1,10 @@
 """Memory and time stay bounded in every mode, with every tool misbehaving at once.
 
 Live (`--check`, `snapshot`): every tool a fact or a snapshot extra runs prints without
-end, prints binary garbage without end, or hangs (tests/faults.misbehaving_tools), all in
+end, prints binary garbage without end, or hangs (tests/support/faults.misbehaving_tools), all in
 the same run. Replay (`--from`) and `diff`: a bundle whose commands answered with a 1 GiB
 sparse stdout, 20 MiB of binary garbage, or a timeout, and whose `osrelease` is 1 GiB
-(tests/faults.misbehaving_bundle). Each run must peak at most 100 MiB of resident memory
+(tests/support/faults.misbehaving_bundle). Each run must peak at most 100 MiB of resident memory
 (dldoctor's VmHWM, polled while it runs; its children are `yes`, `cat` and `sleep`), end
 within its deadline and a margin, leave no process behind and write its report.
 """
@@ -15,10 +15,8 @@ import gzip
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -34,11 +32,12 @@ from dldoctor.policy import Policy
 from dldoctor.registry import CheckSpec
 from dldoctor.runner import run_check
 from dldoctor.snapshots.take import EXTRAS
-from tests.bugreports import SEPARATOR, constructed_sections
-from tests.conftest import HOSTS
-from tests.faults import SPARSE_BYTES, misbehaving_bundle, misbehaving_tools
-from tests.test_deadline import MARK, TOOLS, left_behind
-from tests.test_host_live import fake_command
+from tests.support.bugreports import SEPARATOR, constructed_sections
+from tests.support.commands import fake_command
+from tests.support.faults import SPARSE_BYTES, misbehaving_bundle
+from tests.support.measuring import measured
+from tests.support.paths import HOSTS
+from tests.support.processes import MARK, TOOLS, left_behind
 
 SOURCE = HOSTS / "hgx-h100x8-raid-degraded"
 PEAK_MIB = 100
@@ -46,68 +45,15 @@ DEADLINE = 8
 # Redacting and packing a bundle takes seconds on a loaded machine (the third of the
 # deadline snapshot keeps for it: cli.SNAPSHOT_WRITE_SHARE).
 SNAPSHOT_DEADLINE = 20
-# Generous: start-up on a loaded machine, and the watchdog's own slack.
-MARGIN_S = 4
 
 
-def _high_water_kib(pid: int) -> int:
-    """The process's peak resident memory so far (VmHWM). Not wait4's ru_maxrss: Linux
-    carries the forking parent's resident size over fork and exec into it, and pytest's
-    own is well past 100 MiB by the time this runs."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            line = next((ln for ln in f if ln.startswith("VmHWM:")), "VmHWM: 0 kB")
-    except OSError:  # exited between two polls
-        return 0
-    return int(line.split()[1])
-
-
-def measured(
-    tmp_path: Path, *args: str, bindir: Path | None = None
-) -> tuple[int, float, float, bytes, bytes]:
-    """(exit code, seconds, peak MiB, stdout, stderr) of `dldoctor *args`, with the tools
-    of `bindir` (by default every tool misbehaving) first on PATH."""
-    if bindir is None:
-        tools = sorted({*TOOLS, *(argv[0] for argv in EXTRAS)})
-        bindir = misbehaving_tools(tmp_path / "bin", tools)
-    nvml = tmp_path / "nvml"
-    nvml.mkdir()
-    (nvml / "pynvml.py").write_text('raise ImportError("no pynvml in this test")\n')
-    mark = uuid.uuid4().hex
-    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "DLDOCTOR_NO_PLUGINS": "1",
-           "PYTHONPATH": str(nvml), "XDG_CONFIG_HOME": str(tmp_path / "config"),
-           MARK: mark}  # fmt: skip
-    out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
-    began = time.monotonic()
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "dldoctor", *args], stdout=out,
-                                stderr=err, env=env, cwd=tmp_path)  # fmt: skip
-        peak_kib, pid = 0, 0
-        try:
-            while True:
-                peak_kib = max(peak_kib, _high_water_kib(proc.pid))
-                pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
-                if pid:
-                    break
-                assert time.monotonic() - began < SNAPSHOT_DEADLINE + 60, "dldoctor did not end"
-                time.sleep(0.02)
-        finally:
-            if not pid:
-                proc.kill()
-                proc.wait()
-    elapsed = time.monotonic() - began
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4, not by Popen
-    left = left_behind(mark)
-    for line in left:  # never leave them to the next test, even when this one fails
-        os.kill(int(line.split()[0]), signal.SIGKILL)
-    assert not left, f"processes left behind: {left}"
-    return proc.returncode, elapsed, peak_kib / 1024, out_path.read_bytes(), err_path.read_bytes()
-
-
-def bounded(elapsed: float, peak_mib: float, deadline: float = DEADLINE) -> None:
+def bounded(elapsed: float, peak_mib: float, err: bytes) -> None:
+    """Memory stayed under its cap, and the run ended by itself: neither the watchdog nor the
+    backstop had to end it past its deadline (each says so on stderr, "... past the
+    deadline"). The time is printed, not asserted: a loaded machine makes it longer."""
     print(f"took {elapsed:.1f} s, peak {peak_mib:.0f} MiB")  # the figures, with pytest -s
     assert peak_mib <= PEAK_MIB, f"peak RSS {peak_mib:.0f} MiB"
-    assert elapsed < deadline + MARGIN_S, f"took {elapsed:.1f} s"
+    assert b"past the deadline" not in err, err
 
 
 def report_of(out: bytes) -> dict[str, dict]:
@@ -128,7 +74,7 @@ def test_check_with_every_tool_misbehaving(tmp_path):
         tmp_path, "--check", "--json", "--timeout", "2", "--deadline", str(DEADLINE),
         "--root", str(sparse_root(tmp_path)),
     )  # fmt: skip
-    bounded(elapsed, peak)
+    bounded(elapsed, peak, err)
     assert code in (1, 3), err
     assert report_of(out)["storage.raid"]["status"] == "fail"  # sysfs still answered
 
@@ -139,7 +85,7 @@ def test_snapshot_with_every_tool_misbehaving(tmp_path):
         tmp_path, "snapshot", "--timeout", "2", "--deadline", str(SNAPSHOT_DEADLINE),
         "--root", str(sparse_root(tmp_path)), "-o", str(bundle),
     )  # fmt: skip
-    bounded(elapsed, peak, SNAPSHOT_DEADLINE)
+    bounded(elapsed, peak, err)
     assert code == 0, err
     assert out.decode().strip() == str(bundle) and bundle.is_file()
 
@@ -149,7 +95,7 @@ def test_replay_of_a_bundle_of_misbehaving_tools(tmp_path):
     code, elapsed, peak, out, err = measured(
         tmp_path, "--check", "--json", "--deadline", str(DEADLINE), "--from", str(bundle)
     )
-    bounded(elapsed, peak)
+    bounded(elapsed, peak, err)
     assert code in (1, 3), err
     assert len(out) < 4 << 20, f"a report of {len(out)} bytes"
     assert report_of(out)["storage.raid"]["status"] == "fail"
@@ -159,7 +105,7 @@ def test_diff_of_bundles_of_misbehaving_tools(tmp_path):
     a = misbehaving_bundle(SOURCE, tmp_path / "a")
     b = misbehaving_bundle(HOSTS / "hgx-h100x8-healthy", tmp_path / "b")
     code, elapsed, peak, out, err = measured(tmp_path, "diff", "--json", str(a), str(b))
-    bounded(elapsed, peak)
+    bounded(elapsed, peak, err)
     assert code == 1, err  # the degraded array is one of the differences
     assert "storage.raid" in out.decode()
 
@@ -177,16 +123,14 @@ def test_snapshot_extras_end_with_the_checks_and_leave_time_to_write(tmp_path):
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "DLDOCTOR_NO_PLUGINS": "1",
            "XDG_CONFIG_HOME": str(tmp_path / "config"), MARK: mark}  # fmt: skip
     bundle = tmp_path / "bundle"
-    began = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "dldoctor", "snapshot", "--dir", "--no-redact", "--timeout",
          "300", "--deadline", str(deadline), "--root", str(SOURCE / "files"), "-o", str(bundle)],
         capture_output=True, env=env, timeout=deadline + 60,
     )  # fmt: skip
-    elapsed = time.monotonic() - began
     assert not left_behind(mark)
+    # Written by the run itself (exit 0), not cut off by the watchdog (exit 3, no bundle).
     assert proc.returncode == 0, proc.stderr
-    assert elapsed < deadline + MARGIN_S
     extra = json.loads((bundle / "commands" / "dmidecode_-t_system_-t_bios" / "command.json")
                        .read_text())  # fmt: skip
     assert extra["status"] == "timeout"
@@ -222,7 +166,7 @@ def test_a_gzip_bomb_is_refused_before_it_is_held(tmp_path):
     bomb = tmp_path / "nvidia-bug-report.log.gz"
     bomb.write_bytes(member * 300)
     code, elapsed, peak, out, err = measured(tmp_path, "--check", "--json", "--from", str(bomb))
-    bounded(elapsed, peak)
+    bounded(elapsed, peak, err)
     assert code == 4 and out == b""
     assert b"inflates past 256 MiB (the cap on a log)" in err and err.count(b"\n") == 1, err
 
@@ -235,7 +179,7 @@ def test_a_bug_report_with_a_1_mib_command_line_is_reported_within_the_deadline(
     code, elapsed, peak, out, err = measured(
         tmp_path, "--check", "--json", "--deadline", str(DEADLINE), "--from", str(log)
     )
-    bounded(elapsed, peak)
+    bounded(elapsed, peak, err)
     assert code in (1, 3), err
     assert report_of(out)["gpu.driver.loaded"]["status"] != "error"  # its nvidia-smi -q
 
@@ -249,7 +193,7 @@ def test_a_bundle_folder_of_30000_entries_is_refused_by_its_size(tmp_path):
     code, elapsed, peak, out, err = measured(
         tmp_path, "--check", "--json", "--deadline", str(DEADLINE), "--from", str(bundle)
     )
-    bounded(elapsed, peak)
+    bounded(elapsed, peak, err)
     assert code in (1, 3), err
     width = report_of(out)["pci.link.width"]
     assert width["status"] == "error"
@@ -295,7 +239,7 @@ def test_a_tool_that_prints_15_mib_of_garbage_once_is_stopped_at_its_facts_cap(t
         tmp_path, "--check", "--json", "--only", "system.python,system.libc",
         "--deadline", str(DEADLINE), bindir=bindir,
     )  # fmt: skip
-    bounded(elapsed, peak)
+    bounded(elapsed, peak, err)
     assert code == 3, err  # a probe that failed says nothing of the host
     found = report_of(out)
     assert {found[c]["status"] for c in ("system.python", "system.libc")} == {"error"}

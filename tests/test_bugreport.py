@@ -33,8 +33,9 @@ from dldoctor.host.replay import ReplayHost
 from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks
 from dldoctor.runner import run_check
-from tests.bugreports import CORPUS, REAL, write_constructed, write_real
-from tests.conftest import HOSTS, TESTS, report_of, run_dldoctor
+from tests.support.bugreports import CORPUS, REAL, write_constructed, write_real
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS, TESTS
 
 GOLDEN = TESTS / "golden" / "bugreports"
 SMI_Q = sorted((CORPUS / "nvidia-smi-q").glob("*.txt"))

@@ -19,8 +19,8 @@ from dldoctor.facts import toolkit as cuda_tk
 from dldoctor.facts.system import parse_environ
 from dldoctor.host import LiveHost, ProbeFailed, RecordingHost
 from dldoctor.host.replay import ReplayHost
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.paths import FIXTURES
 
 CUDA = FIXTURES / "cuda"
 

@@ -21,23 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HOSTS
-from tests.test_host_live import fake_command
-
-ROOT = HOSTS / "hgx-h100x8-raid-degraded" / "files"
-# Every command a fact runs (doctor/facts/*: host.run and the *_ARGV tuples).
-TOOLS = (
-    "nvidia-smi", "lspci", "python3", "getconf", "systemctl", "journalctl", "dmesg", "date",
-    "numactl", "rocm-smi", "mdadm", "nvcc", "ldconfig", "nvme", "smartctl",
-)  # fmt: skip
-MARK = "DLDOCTOR_TEST_MARK"
-
-
-def hanging_tools(folder: Path) -> Path:
-    folder.mkdir(exist_ok=True)
-    for tool in TOOLS:
-        fake_command(folder, tool, "exec sleep 600")
-    return folder
+from tests.support.paths import HOSTS
+from tests.support.processes import MARK, ROOT, finish, hanging_tools, marked_processes
 
 
 def blocking_nvml(folder: Path) -> Path:
@@ -51,31 +36,6 @@ def blocking_nvml(folder: Path) -> Path:
         "def nvmlInit():\n    ctypes.PyDLL(None).pause()\n"
     )
     return folder
-
-
-def marked_processes(mark: str) -> list[str]:
-    """Processes whose environment carries `mark` (children of a run, at any depth)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if f"{MARK}={mark}".encode() in env.split(b"\0"):
-            found.append(f"{pid} {cmd.decode(errors='replace')}")
-    return found
-
-
-def left_behind(mark: str, grace: float = 2.0) -> list[str]:
-    """The marked processes still alive `grace` seconds on: the backstop watcher (a fork
-    of dldoctor, so marked too) takes a moment to see dldoctor gone and exit."""
-    until = time.monotonic() + grace
-    while (left := marked_processes(mark)) and time.monotonic() < until:
-        time.sleep(0.05)
-    return left
 
 
 def start(tmp_path: Path, *args: str, nvml: bool = False, stdout=subprocess.PIPE):
@@ -99,31 +59,16 @@ def start(tmp_path: Path, *args: str, nvml: bool = False, stdout=subprocess.PIPE
     return proc, mark
 
 
-def finish(proc: subprocess.Popen, mark: str, limit: float):
-    began = time.monotonic()
-    try:
-        out, err = proc.communicate(timeout=limit + 30)
-    finally:
-        proc.kill()
-    elapsed = time.monotonic() - began
-    left = left_behind(mark)
-    for line in left:  # never leave them to the next test, even when this one fails
-        os.kill(int(line.split()[0]), signal.SIGKILL)
-    assert not left, f"processes left behind: {left}"
-    return out, err, elapsed
-
-
 def by_id(out: bytes) -> dict[str, dict]:
     return {f["id"]: f for f in json.loads(out)["findings"]}
 
 
 def test_all_tools_hanging_cost_one_command_timeout(tmp_path):
-    began = time.monotonic()
     proc, mark = start(tmp_path, "--timeout", "2", "--deadline", "20")
-    out, err, _ = finish(proc, mark, 20)
-    elapsed = time.monotonic() - began
-    # Fifteen hung tools, per-array and per-controller loops: one timeout, not fifteen.
-    assert elapsed < 2 + 2, f"took {elapsed:.1f} s"
+    out, err = finish(proc, mark, 20)
+    # Fifteen hung tools, per-array and per-controller loops: one timeout, not fifteen. One
+    # after the other (30 s) the 20 s deadline would cut them off (exit 3, "did not finish
+    # before the run's deadline") instead of each one's own 2 s timeout ending it.
     assert proc.returncode == 1, err  # the degraded RAID still fails: sysfs answered
     findings = by_id(out)
     assert findings["storage.raid"]["status"] == "fail"
@@ -142,11 +87,8 @@ def test_all_tools_hanging_cost_one_command_timeout(tmp_path):
 
 
 def test_the_deadline_ends_the_run_and_names_what_each_check_waits_on(tmp_path):
-    began = time.monotonic()
     proc, mark = start(tmp_path, "--timeout", "300", "--deadline", "3")
-    out, err, _ = finish(proc, mark, 3)
-    elapsed = time.monotonic() - began
-    assert elapsed < 3 + 1, f"took {elapsed:.1f} s"
+    out, err = finish(proc, mark, 3)  # a hang guard: nothing but the deadline ends it
     assert proc.returncode == 3, err
     report = json.loads(out)
     assert report["host"]["hostname"] == "hgx-h100-10"  # asked at once, not after the cut-off
@@ -171,11 +113,8 @@ def test_the_deadline_ends_the_run_and_names_what_each_check_waits_on(tmp_path):
 
 
 def test_an_nvml_call_that_never_returns_is_killed_with_its_child(tmp_path):
-    began = time.monotonic()
     proc, mark = start(tmp_path, "--only", "gpu.driver", "--deadline", "3", nvml=True)
-    out, err, _ = finish(proc, mark, 3)
-    elapsed = time.monotonic() - began
-    assert elapsed < 3 + 1, f"took {elapsed:.1f} s"
+    out, err = finish(proc, mark, 3)
     assert proc.returncode == 3, err
     findings = by_id(out).values()
     for f in findings:
@@ -188,28 +127,26 @@ def test_an_nvml_call_that_never_returns_is_killed_with_its_child(tmp_path):
 
 def test_a_full_run_with_a_hung_nvml_and_hung_tools_ends_at_the_deadline(tmp_path):
     # No --only: NVML and PATH's python3 are started early, while the checks load.
-    began = time.monotonic()
     proc, mark = start(tmp_path, "--deadline", "3", nvml=True)
-    out, err, _ = finish(proc, mark, 3)
-    assert time.monotonic() - began < 3 + 1.5
+    out, err = finish(proc, mark, 3)
     findings = by_id(out)
     assert findings["gpu.driver.loaded"]["status"] == "error"
-    assert "waiting on probe nvml" in findings["gpu.driver.loaded"]["summary"]
+    summary = findings["gpu.driver.loaded"]["summary"]
+    assert summary.startswith("did not finish before the run's deadline"), summary
+    assert "waiting on probe nvml" in summary
 
 
 def test_the_watchdog_ends_a_run_whose_report_nobody_reads(tmp_path):
     # The report (about 240 KB here) does not fit in the pipe, and nobody reads it: writing
     # it blocks. The watchdog ends the process just after the deadline, children killed.
-    began = time.monotonic()
     proc, mark = start(tmp_path, "--timeout", "300", "--deadline", "2")
     try:
-        proc.wait(timeout=2 + 5)
+        proc.wait(timeout=2 + 30)  # a hang guard: the watchdog's exit is what is asserted
     finally:
         proc.kill()
-    assert time.monotonic() - began < 2 + 2.5
     assert proc.returncode == 3
     assert b"still running past the deadline" in proc.stderr.read()
-    _, _, _ = finish(proc, mark, 1)
+    finish(proc, mark, 1)
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
@@ -230,10 +167,8 @@ def test_a_signal_ends_the_run_and_its_children(tmp_path, sig, code):
         for line in marked_processes(mark):
             os.kill(int(line.split()[0]), signal.SIGKILL)
         pytest.fail(f"the hung tools and the NVML child never ran: {seen}")
-    sent = time.monotonic()
     proc.send_signal(sig)
-    _, err, _ = finish(proc, mark, 5)
-    assert time.monotonic() - sent < 2
+    _, err = finish(proc, mark, 5)  # the deadline is 300 s: only the signal ends it
     assert proc.returncode == code
     assert err.decode().strip().splitlines()[-1] in (
         "dldoctor: terminated",
@@ -267,21 +202,19 @@ def stuck(facts, policy):
 def test_the_backstop_ends_a_run_stuck_in_native_code(tmp_path):
     # A check stuck in C while holding the interpreter lock (what a quadratic regex does)
     # stops the watchdog thread too; the forked backstop kills dldoctor and its commands.
-    from tests.test_plugins import install_fake_distribution
+    from tests.support.plugins import install_fake_distribution
 
     install_fake_distribution(tmp_path, "dldoctor-native", GIL_HOG, "dldoctor_native_checks")
     mark = uuid.uuid4().hex
     env = {**os.environ, "PATH": f"{hanging_tools(tmp_path / 'bin')}:{os.environ['PATH']}",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
            "DLDOCTOR_NO_PLUGINS": "", MARK: mark}  # fmt: skip
-    began = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "dldoctor", "--check", "--json", "--deadline", "3",
          "--timeout", "300", "--root", str(HOSTS / "hgx-h100x8-healthy" / "files")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )  # fmt: skip
-    out, err, _ = finish(proc, mark, 3 + 3)
-    assert time.monotonic() - began < 3 + 3.5
+    out, err = finish(proc, mark, 3 + 3)
     assert proc.returncode == -signal.SIGKILL
     assert err.decode().strip().splitlines()[-1] == (
         "dldoctor: stuck in native code past the deadline: killed"

@@ -10,7 +10,8 @@ from dldoctor.diffing import UNKNOWN, read_key_facts
 from dldoctor.facts import Facts
 from dldoctor.inventory import Inventory
 from dldoctor.keyfacts import KEY_FACTS, NAMES
-from tests.conftest import HOSTS, TESTS, run_dldoctor
+from tests.support.cli import run_dldoctor
+from tests.support.paths import HOSTS, TESTS
 
 HEALTHY = HOSTS / "hgx-h100x8-healthy"
 GPU3_X8 = HOSTS / "hgx-h100x8-gpu3-x8"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HOSTS, run_dldoctor
+from tests.support.cli import run_dldoctor
+from tests.support.paths import HOSTS
 
 TABLE = Path(__file__).parent.parent / "docs" / "exit-codes.md"
 HEALTHY = str(HOSTS / "hgx-h100x8-healthy")

@@ -6,7 +6,7 @@ the failure to look (a `fail` or a `pass` the baseline did not give, when the pr
 timed out, was refused or broke).
 
 "One at a time" faults one *family* of operations: the same read for every GPU, port or
-disk at once (tests/faults.py `family`), since one code path reads them all; only the
+disk at once (tests/support/faults.py `family`), since one code path reads them all; only the
 checks that asked for that family in the baseline are run again. DLDOCTOR_DEEP=1 faults
 every single operation instead.
 """
@@ -28,9 +28,9 @@ from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Finding, Status
 from dldoctor.policy import Policy
 from dldoctor.registry import CheckSpec, builtin_checks, ordered
-from tests.conftest import HOSTS
-from tests.faults import BLIND, FAULTS, FaultyHost, family, recorder
-from tests.test_parser_properties import HOSTILE
+from tests.support.faults import BLIND, FAULTS, FaultyHost, family, recorder
+from tests.support.paths import HOSTS
+from tests.support.strategies import HOSTILE
 
 SPECS = ordered(builtin_checks())
 SCENARIOS = sorted(p.name for p in HOSTS.iterdir() if p.is_dir())

@@ -3,31 +3,19 @@ initramfs tool faked first on PATH: nothing on this machine is changed."""
 
 from __future__ import annotations
 
-import os
-import shutil
-
 from dldoctor.fixes.gpu import NOUVEAU_CONF
-from tests.conftest import HOSTS, nonroot, run_dldoctor
-from tests.test_fix_plan import tree
-from tests.test_host_live import fake_command
+from tests.support.cli import run_dldoctor
+from tests.support.fixroots import BLACKLIST_NOUVEAU, NOUVEAU_HOST, nouveau_root
+from tests.support.marks import nonroot
+from tests.support.paths import HOSTS
+from tests.support.trees import tree
 
-NOUVEAU = HOSTS / "workstation-rtx4090-nouveau"
-FIX = "fix.gpu.blacklist_nouveau"
-
-
-def _setup(tmp_path):
-    root = tmp_path / "root"
-    shutil.copytree(NOUVEAU / "files", root, symlinks=True)
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    log = tmp_path / "ran.log"
-    fake_command(bindir, "update-initramfs", f'echo "update-initramfs $*" >> {log}')
-    env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
-    return root, log, env
+NOUVEAU = NOUVEAU_HOST
+FIX = BLACKLIST_NOUVEAU
 
 
 def test_list_preview_apply_history_undo(tmp_path):
-    root, log, env = _setup(tmp_path)
+    root, log, env = nouveau_root(tmp_path)
     listing = run_dldoctor("fix", "--from", str(NOUVEAU))
     assert (
         listing.returncode == 0 and f"{FIX}" in listing.stdout and "gpu.nouveau" in listing.stdout
@@ -50,7 +38,7 @@ def test_list_preview_apply_history_undo(tmp_path):
 
 
 def test_apply_refuses_without_a_confirmation_and_on_a_bundle(tmp_path):
-    root, log, env = _setup(tmp_path)
+    root, log, env = nouveau_root(tmp_path)
     before = tree(root)
     unconfirmed = run_dldoctor("fix", FIX, "--apply", "--root", str(root), env=env)  # no TTY
     assert unconfirmed.returncode == 1
@@ -74,9 +62,9 @@ def test_apply_without_root_refuses_naming_the_sudo_command():
 
 def test_the_first_run_after_the_boot_reports_the_fix_that_waited_for_it(tmp_path):
     from dldoctor.fixes.verify import BOOT_ID
-    from tests.test_fixes_gpu import boot_without_nouveau
+    from tests.support.fixroots import boot_without_nouveau
 
-    root, log, env = _setup(tmp_path)
+    root, log, env = nouveau_root(tmp_path)
     boot = root / BOOT_ID.lstrip("/")
     boot.parent.mkdir(parents=True, exist_ok=True)
     boot.write_text("11111111-boot-one\n")

@@ -35,7 +35,8 @@ from dldoctor.fixes.plan import (
     apply,
     undo,
 )
-from tests.test_fix_plan import example_root
+from tests.support.fixroots import BLACKLIST_NOUVEAU, IOMMU_PASSTHROUGH, iommu_root, nouveau_root
+from tests.support.trees import example_root
 
 BALANCING = "/proc/sys/kernel/numa_balancing"
 
@@ -280,9 +281,7 @@ def test_an_undo_killed_before_any_write_is_finished_by_the_next_undo(quick):
 
 
 def test_fix_apply_and_undo_roll_back_an_apply_killed_after_its_first_rename(tmp_path, capsys):
-    from tests.test_fix_command import FIX, _setup
-
-    root, log, env = _setup(tmp_path)
+    root, log, env = nouveau_root(tmp_path)
     (root / "var/lib").mkdir(parents=True, exist_ok=True)
     before = snapshot(root)
     killer = (
@@ -297,9 +296,20 @@ def test_fix_apply_and_undo_roll_back_an_apply_killed_after_its_first_rename(tmp
         "from dldoctor.cli import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
+
     def killed_apply():
         proc = subprocess.run(
-            [sys.executable, "-c", killer, "fix", FIX, "--apply", "--yes", "--root", str(root)],
+            [
+                sys.executable,
+                "-c",
+                killer,
+                "fix",
+                BLACKLIST_NOUVEAU,
+                "--apply",
+                "--yes",
+                "--root",
+                str(root),
+            ],
             env={**os.environ, **env, "DLDOCTOR_NO_PLUGINS": "1"},
             capture_output=True,
             text=True,
@@ -310,21 +320,25 @@ def test_fix_apply_and_undo_roll_back_an_apply_killed_after_its_first_rename(tmp
         assert snapshot(root) != before  # the blacklist is in place
         return record["id"]
 
-    from tests.conftest import run_dldoctor
+    from tests.support.cli import run_dldoctor
 
     first = killed_apply()
     assert command.main(["--history", "--root", str(root)]) == 0
     hint = "interrupted, unless it runs now: the next --apply or --undo rolls it back"
-    assert capsys.readouterr().out == f"{first}  {FIX:32} applying: {hint}\n"
+    assert capsys.readouterr().out == f"{first}  {BLACKLIST_NOUVEAU:32} applying: {hint}\n"
     undone = run_dldoctor("fix", "--undo", first, "--root", str(root), env=env)
     assert undone.returncode == 0, undone.stderr
-    assert f"{FIX}: rolled back: interrupted after step 0 ({first})" in undone.stdout
+    assert f"{BLACKLIST_NOUVEAU}: rolled back: interrupted after step 0 ({first})" in undone.stdout
     assert snapshot(root) == before and strays(root) == []
 
     second = killed_apply()
-    applied = run_dldoctor("fix", FIX, "--apply", "--yes", "--root", str(root), env=env)
+    applied = run_dldoctor(
+        "fix", BLACKLIST_NOUVEAU, "--apply", "--yes", "--root", str(root), env=env
+    )
     assert applied.returncode == 0, applied.stderr
-    assert applied.stderr.startswith(f"dldoctor: {FIX} ({second}): rolled back: interrupted")
+    assert applied.stderr.startswith(
+        f"dldoctor: {BLACKLIST_NOUVEAU} ({second}): rolled back: interrupted"
+    )
     states = {r["id"]: r["state"] for r in Journal(Target(str(root))).history()}
     assert states[second] == "rolled back: interrupted after step 0"
     assert "applied" in states.values() and strays(root) == []
@@ -474,6 +488,7 @@ def test_undo_leaves_a_made_folder_that_holds_something_else_now(quick):
 # full one a small tmpfs, each in a private mount namespace (`unshare -m`) that ends with
 # the child: nothing is mounted on this machine.
 
+
 def mount(*args: str) -> None:
     subprocess.run(["mount", *args], check=True, capture_output=True)
 
@@ -575,8 +590,17 @@ def _mounts_here() -> str | None:
     if shutil.which("unshare") is None:
         return "no unshare(1) here"
     probe = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "mount", "-t", "tmpfs", "none",
-         tempfile.gettempdir()],  # fmt: skip
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "mount",
+            "-t",
+            "tmpfs",
+            "none",
+            tempfile.gettempdir(),
+        ],  # fmt: skip
         capture_output=True,
     )
     return None if probe.returncode == 0 else "unshare -m cannot mount here (no CAP_SYS_ADMIN)"
@@ -618,10 +642,18 @@ def test_a_full_journal_folder_refuses_the_apply_in_one_line(tmp_path):
 def read_only_grub_defaults(root: str) -> dict:
     mount("--bind", f"{root}/etc/default", f"{root}/etc/default")
     mount("-o", "remount,bind,ro", f"{root}/etc/default")
-    from tests.test_fixes_boot import FIX
-
     proc = subprocess.run(
-        [sys.executable, "-m", "dldoctor", "fix", FIX, "--apply", "--yes", "--root", root],
+        [
+            sys.executable,
+            "-m",
+            "dldoctor",
+            "fix",
+            IOMMU_PASSTHROUGH,
+            "--apply",
+            "--yes",
+            "--root",
+            root,
+        ],
         env={**os.environ, "DLDOCTOR_NO_PLUGINS": "1"},
         capture_output=True,
         text=True,
@@ -632,15 +664,13 @@ def read_only_grub_defaults(root: str) -> dict:
 
 @mounts
 def test_a_real_fix_whose_file_is_on_a_read_only_mount_exits_1_in_one_line(tmp_path):
-    from tests.test_fixes_boot import FIX, _root
-
-    root = _root(tmp_path)
+    root = iommu_root(tmp_path)
     (root / "var/lib").mkdir(parents=True, exist_ok=True)  # the journal's, as on a host
     before = snapshot(root)
     seen = in_private_mounts("read_only_grub_defaults", root)
     assert seen["code"] == 1, seen
     assert seen["stderr"] == (
-        f"dldoctor: {FIX}: rolled back: step 1 failed: Read-only file system: "
+        f"dldoctor: {IOMMU_PASSTHROUGH}: rolled back: step 1 failed: Read-only file system: "
         f"{root}/etc/default\n"
     )
     assert snapshot(root) == before

@@ -24,50 +24,8 @@ from dldoctor.fixes.plan import (
     apply,
     undo,
 )
-
-
-class Recorder:
-    """The commands a fix would run, in order; `fail` names the ones that exit 1."""
-
-    def __init__(self, fail: tuple[str, ...] = ()):
-        self.ran: list[list[str]] = []
-        self.fail = fail
-        self.seen_journal: list[dict] = []
-
-    def __call__(self, argv):
-        self.ran.append(list(argv))
-        return CommandOutcome(1, "no such module") if argv[0] in self.fail else CommandOutcome(0)
-
-
-def tree(root) -> dict[str, tuple[bytes, int, int, int]]:
-    """Every file and link under root but the journal: bytes (a link's target), mode,
-    owner."""
-    found = {}
-    for folder, _, files in os.walk(root):
-        if os.path.join(root, JOURNALS.lstrip("/")) in folder:
-            continue
-        for name in files:
-            path = os.path.join(folder, name)
-            st = os.lstat(path)
-            if os.path.islink(path):  # sysfs copies: a link is its target, never followed
-                data = os.readlink(path).encode()
-            else:
-                with open(path, "rb") as f:
-                    data = f.read()
-            found[os.path.relpath(path, root)] = (data, st.st_mode, st.st_uid, st.st_gid)
-    return found
-
-
-def example_root(path):
-    """A root with a file to change (mode and owner of its own) and one to remove."""
-    (path / "etc/modprobe.d").mkdir(parents=True)
-    conf = path / "etc/modprobe.d/local.conf"
-    conf.write_text("options nvidia NVreg_EnableGpuFirmware=0\n")
-    conf.chmod(0o640)
-    if os.geteuid() == 0:
-        os.chown(conf, 1234, 4321)  # an owner the restore must bring back
-    (path / "etc/old.conf").write_text("obsolete\n")
-    return path
+from tests.support.recording import Recorder
+from tests.support.trees import example_root, tree
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Finding, Status
 from dldoctor.policy import Policy
 from dldoctor.runner import run_check
-from tests.conftest import HOSTS, report_of, run_dldoctor
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS
 
 NOUVEAU = str(HOSTS / "workstation-rtx4090-nouveau")
 

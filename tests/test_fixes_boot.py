@@ -21,12 +21,15 @@ from dldoctor.fixes.plan import FixError, Journal, RunCommand, Target, WriteFile
 from dldoctor.fixes.verify import BOOT_ID, after_boot, recheck, verdict
 from dldoctor.host.live import LiveHost
 from dldoctor.policy import Policy
-from tests.conftest import HOSTS, report_of, run_dldoctor
-from tests.test_fix_plan import Recorder, tree
-from tests.test_host_live import fake_command
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.commands import fake_command
+from tests.support.fixroots import IOMMU_HOST, IOMMU_PASSTHROUGH, iommu_root
+from tests.support.paths import HOSTS
+from tests.support.recording import Recorder
+from tests.support.trees import tree
 
-HOST = HOSTS / "hgx-h100x8-iommu-translated"
-FIX = "fix.pci.iommu_passthrough"
+HOST = IOMMU_HOST
+FIX = IOMMU_PASSTHROUGH
 KERNEL = "BOOT_IMAGE=/vmlinuz-5.15.0-105-generic root=/dev/nvme0n1p2 ro"
 GROUP_TYPE = "sys/kernel/iommu_groups/0/type"
 # /etc/default/grub as anaconda writes it on RHEL 8 (BLS entries, grubby edits them).
@@ -47,8 +50,7 @@ RHEL_LINE = (
 def _root(tmp_path, *, rhel=False, amd=False, grubby=False, grub_cfg=""):
     """The fixture host's files, as a RHEL-family host (its own /etc/default/grub, grubby
     or a grub.cfg), or with an AMD CPU (no intel_iommu=on anywhere, an AMD-Vi unit)."""
-    root = tmp_path / "root"
-    shutil.copytree(HOST / "files", root, symlinks=True)
+    root = iommu_root(tmp_path)
     if rhel:
         shutil.copy(HOSTS / "rhel72-legacy/files/etc/os-release", root / "etc/os-release")
         (root / GRUB_DEFAULTS.lstrip("/")).write_text(RHEL_GRUB)
@@ -70,8 +72,6 @@ def _root(tmp_path, *, rhel=False, amd=False, grubby=False, grub_cfg=""):
         (root / grub_cfg.lstrip("/")).write_text("### BEGIN /etc/grub.d/10_linux ###\n")
         if grub_cfg.startswith("/boot/efi/"):
             (root / "sys/firmware/efi").mkdir(parents=True)
-    (root / BOOT_ID.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
-    (root / BOOT_ID.lstrip("/")).write_text("11111111-boot-one\n")
     return root
 
 

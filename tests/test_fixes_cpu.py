@@ -17,8 +17,10 @@ from dldoctor.fixes.plan import Target, apply, undo
 from dldoctor.fixes.verify import recheck, verdict
 from dldoctor.host.live import LiveHost
 from dldoctor.policy import CpuPolicy, Policy
-from tests.conftest import HOSTS, report_of, run_dldoctor
-from tests.test_fix_plan import Recorder, tree
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS
+from tests.support.recording import Recorder
+from tests.support.trees import tree
 
 FIX = "fix.cpu.governor"
 

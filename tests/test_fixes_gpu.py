@@ -4,7 +4,6 @@ changed root, verified after a simulated boot, undone byte for byte."""
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
@@ -18,8 +17,10 @@ from dldoctor.host.live import LiveHost
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Report
 from dldoctor.policy import Policy
-from tests.conftest import HOSTS
-from tests.test_fix_plan import Recorder, tree
+from tests.support.fixroots import boot_without_nouveau
+from tests.support.paths import HOSTS
+from tests.support.recording import Recorder
+from tests.support.trees import tree
 
 NOUVEAU_HOST = HOSTS / "workstation-rtx4090-nouveau"
 
@@ -31,20 +32,6 @@ def _root(tmp_path, release_from: str):
     (root / BOOT_ID.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
     (root / BOOT_ID.lstrip("/")).write_text("11111111-boot-one\n")
     return root
-
-
-def boot_without_nouveau(root) -> None:
-    """The boot after the fix: a new boot id, nouveau no longer in /proc/modules, and no
-    device bound to it."""
-    (root / BOOT_ID.lstrip("/")).write_text("22222222-boot-two\n")
-    modules = root / "proc/modules"
-    modules.write_text("".join(ln for ln in modules.read_text().splitlines(True)
-                               if not ln.startswith("nouveau ")))  # fmt: skip
-    for folder, _, files in os.walk(root / "sys"):
-        for name in files:
-            link = os.path.join(folder, name)
-            if name == "driver" and os.readlink(link).endswith("/nouveau"):
-                os.unlink(link)
 
 
 @pytest.mark.parametrize(

@@ -37,8 +37,10 @@ from dldoctor.fixes.plan import (
 from dldoctor.fixes.verify import BOOT_ID, after_boot, recheck, verdict
 from dldoctor.host.live import LiveHost
 from dldoctor.policy import LimitsPolicy, Policy
-from tests.conftest import HOSTS, report_of, run_dldoctor
-from tests.test_fix_plan import Recorder, tree
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS
+from tests.support.recording import Recorder
+from tests.support.trees import tree
 
 DEFAULTS = HOSTS / "hgx-h100x8-default-limits"  # containerd at 8 MiB memlock, logins 1024 files
 MEMLOCK_64K = HOSTS / "hgx-h100x8-memlock-64k"  # limits.conf: `* hard memlock 64`

@@ -21,9 +21,11 @@ from dldoctor.fixes.plan import FixError, Target, apply, undo
 from dldoctor.fixes.verify import recheck, verdict
 from dldoctor.host.live import LiveHost
 from dldoctor.policy import Policy
-from tests.conftest import HOSTS, report_of, run_dldoctor
-from tests.test_fix_plan import Recorder, tree
-from tests.test_host_live import fake_command
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.commands import fake_command
+from tests.support.paths import HOSTS
+from tests.support.recording import Recorder
+from tests.support.trees import tree
 
 HOST = HOSTS / "hgx-h100x8-roce-mtu-unset"
 FIX = "fix.network.roce_mtu"

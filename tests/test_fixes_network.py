@@ -8,9 +8,10 @@ import os
 import shutil
 
 from dldoctor.fixes.network import PEERMEM_CONF
-from tests.conftest import HOSTS, report_of, run_dldoctor
-from tests.test_fix_plan import tree
-from tests.test_host_live import fake_command
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.commands import fake_command
+from tests.support.paths import HOSTS
+from tests.support.trees import tree
 
 HOST = HOSTS / "hgx-h100x8-no-peermem"
 FIX = "fix.network.load_peermem"

@@ -22,9 +22,11 @@ from dldoctor.fixes.verify import recheck, verdict
 from dldoctor.host.live import LiveHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
-from tests.conftest import HOSTS, report_of, run_dldoctor
-from tests.test_fix_plan import Recorder, tree
-from tests.test_topology_checks import link
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS
+from tests.support.pcie import link
+from tests.support.recording import Recorder
+from tests.support.trees import tree
 
 HOST = HOSTS / "hgx-h100x8-numa-balancing"
 

@@ -15,9 +15,10 @@ from dldoctor.fixes import builder
 from dldoctor.fixes.gpu import PERSISTENCED_DROPIN
 from dldoctor.host.live import LiveHost
 from dldoctor.policy import Policy
-from tests.conftest import FIXTURES, HOSTS, report_of, run_dldoctor
-from tests.test_fix_plan import tree
-from tests.test_host_live import fake_command
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.commands import fake_command
+from tests.support.paths import FIXTURES, HOSTS
+from tests.support.trees import tree
 
 FIX = "fix.gpu.persistence"
 XML = FIXTURES / "corpus/nvidia-smi-xml/telegraf-a100-sxm4-v12.xml"

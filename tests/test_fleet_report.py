@@ -1,4 +1,4 @@
-"""`dldoctor fleet report` on generated node reports (tests/fleetgen.py: a real report of a
+"""`dldoctor fleet report` on generated node reports (tests/support/fleetgen.py: a real report of a
 fixture host, varied as a rack's odd nodes are), on mixed inputs and on hostile files."""
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ import pytest
 
 from dldoctor.fleet.nodes import MAX_REPORT_BYTES, parse
 from dldoctor.fleet.report import fold
-from tests import fleetgen
-from tests.conftest import HOSTS, run_dldoctor, watch_opens
+from tests.support import fleetgen
+from tests.support.cli import run_dldoctor
+from tests.support.opens import watch_opens
+from tests.support.paths import HOSTS
 
 NAMES = [f"node{i:03d}" for i in range(1, 41)]
 ODD = {

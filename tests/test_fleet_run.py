@@ -1,4 +1,4 @@
-"""`dldoctor fleet run` through ClusterShell: its exec worker runs tests/fleet_node.py once
+"""`dldoctor fleet run` through ClusterShell: its exec worker runs tests/support/fleet_node.py once
 per node (`%h` its name), each a fake node whose real dldoctor replays a fixture bundle, or
 that is down, hangs or prints garbage; its ssh worker meets a closed port."""
 
@@ -10,14 +10,14 @@ import pty
 import select
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 
-from tests.conftest import HOSTS, TESTS, run_dldoctor
+from tests.support.cli import run_dldoctor
+from tests.support.paths import HOSTS, TESTS
 
-NODE = f"exec {sys.executable} {TESTS / 'fleet_node.py'} %h"
+NODE = f"exec {sys.executable} {TESTS / 'support' / 'fleet_node.py'} %h"
 HEALTHY, OLD_DRIVER, GPU3_X8 = (
     str(HOSTS / h) for h in ("hgx-h100x8-healthy", "hgx-h100x8-driver535", "hgx-h100x8-gpu3-x8")
 )
@@ -108,7 +108,6 @@ def test_a_node_that_hangs_is_timed_out_and_killed(tmp_path):
     pid_file = tmp_path / "hang.pid"
     nodes = {"n1": "hang", "n2": "unreachable", "n3": "garbage"}
     env = {**plan(tmp_path, nodes), "FLEET_HANG_PID": str(pid_file)}
-    started = time.monotonic()
     proc = run_dldoctor(
         "fleet",
         "run",
@@ -122,8 +121,8 @@ def test_a_node_that_hangs_is_timed_out_and_killed(tmp_path):
         "-o",
         str(tmp_path / "out"),
         env=env,
+        timeout=30,  # a hang guard: the node's 2 s timeout is what the report says below
     )
-    assert time.monotonic() - started < 30
     assert proc.returncode == 3, proc.stderr  # no check failed; nodes not reported
     doc = json.loads(proc.stdout)
     assert doc["problems"]["timed_out"]["details"] == {"n1": "no answer within 2 s"}

@@ -30,7 +30,8 @@ from dldoctor.registry import builtin_checks, ordered
 from dldoctor.runner import run_check
 from dldoctor.tomllines import basic_string
 from dldoctor.versions import matches
-from tests.conftest import HOSTS, report_of, run_dldoctor, verdicts
+from tests.support.cli import report_of, run_dldoctor, verdicts
+from tests.support.paths import HOSTS
 
 HEALTHY = str(HOSTS / "hgx-h100x8-healthy")
 MISSING = str(HOSTS / "hgx-h100x8-gpu-missing")
@@ -386,8 +387,8 @@ def test_policy_errors_name_the_new_keys(tmp_path):
 
 
 def test_the_refusal_stays_one_line_whatever_the_host_is_called(tmp_path):
-    from tests.bundlebuilder import BundleBuilder
-    from tests.hostgen import gpu_server
+    from tests.support.bundlebuilder import BundleBuilder
+    from tests.support.hostgen import gpu_server
 
     gpu_server(BundleBuilder(tmp_path / "b"), "evil\x1b[2Jhost\rx", narrow_gpu=3)
     proc = run_dldoctor("genconf", "--from", str(tmp_path / "b"))

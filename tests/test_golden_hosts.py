@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from tests.conftest import FIXTURES, HOSTS, TESTS, report_of, run_dldoctor, verdicts
+from tests.support.cli import report_of, run_dldoctor, verdicts
+from tests.support.paths import FIXTURES, HOSTS, TESTS
 
 GOLDEN = TESTS / "golden" / "hosts"
 SCENARIOS = sorted(p.name for p in HOSTS.iterdir() if p.is_dir())

@@ -11,8 +11,8 @@ from dldoctor.diagnose import diagnose
 from dldoctor.host.replay import ReplayHost
 from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered, select
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES, TESTS
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.paths import FIXTURES, TESTS
 
 CORPUS = FIXTURES / "corpus/nvidia-smi-xml"
 GOLDEN = TESTS / "golden/nvidia-smi-xml.json"

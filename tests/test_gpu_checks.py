@@ -15,7 +15,7 @@ from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
 from dldoctor.runner import run_check
-from tests.conftest import FIXTURES, HOSTS
+from tests.support.paths import FIXTURES, HOSTS
 
 H100 = g.Gpu(0, name="NVIDIA H100 80GB HBM3", pci_bus_id="0000:18:00.0", compute_capability="9.0")
 BUS = PciBus((PciDevice("0000:18:00.0", "10de", "2330", "030200", "nvidia"),))
@@ -98,7 +98,7 @@ def test_a_driver_that_did_not_answer_is_an_error_not_a_verdict():
 
 def test_a_malformed_nvml_answer_is_an_error_not_a_missing_driver(tmp_path):
     from dldoctor.host.replay import ReplayHost
-    from tests.bundlebuilder import BundleBuilder
+    from tests.support.bundlebuilder import BundleBuilder
 
     b = BundleBuilder(tmp_path / "b").file("/sys/bus/pci/devices/0000:18:00.0/vendor", "0x10de\n")
     b.file("/sys/bus/pci/devices/0000:18:00.0/class", "0x030200\n")
@@ -140,8 +140,8 @@ def test_precision_from_compute_capability():
 
 def test_one_unreadable_pci_device_does_not_hide_the_bus(tmp_path):
     from dldoctor.host.replay import ReplayHost
-    from tests.bundlebuilder import BundleBuilder
-    from tests.hostgen import pci_device
+    from tests.support.bundlebuilder import BundleBuilder
+    from tests.support.hostgen import pci_device
 
     b = BundleBuilder(tmp_path / "b")
     pci_device(b, "0000:18:00.0", "10de", "2330", "030200", "nvidia", 0)
@@ -158,8 +158,8 @@ def test_no_nvidia_device_on_a_bus_read_in_full_spares_the_nvidia_smi_fallback(t
     # only repeat that, so it is not asked; with an NVIDIA device on the bus it is.
     from dldoctor.facts.nvidia import nvidia
     from dldoctor.host.replay import ReplayHost
-    from tests.bundlebuilder import BundleBuilder
-    from tests.hostgen import pci_device
+    from tests.support.bundlebuilder import BundleBuilder
+    from tests.support.hostgen import pci_device
 
     no_library = {"binding": "", "init": {"error": "LibraryNotFound", "code": 12, "message": ""}}
     for vendor, asked in (("8086", False), ("10de", True)):

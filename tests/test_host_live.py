@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import stat
 import threading
-import time
 
 import pytest
 
@@ -20,13 +18,9 @@ from dldoctor.host import (
 )  # fmt: skip
 from dldoctor.host.live import KEPT_OF_CUT_BYTES, os_error_answer
 from dldoctor.host.paths import resolve_in_root
-from tests.conftest import nonroot
-
-
-def fake_command(bindir, name: str, script: str) -> None:
-    path = bindir / name
-    path.write_text("#!/bin/sh\n" + script + "\n")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+from tests.support.commands import fake_command
+from tests.support.guards import ended, returns, wait_until
+from tests.support.marks import nonroot
 
 
 def test_read_ok_missing_and_directory(tmp_path):
@@ -124,27 +118,32 @@ def test_run_uses_the_c_locale(tmp_path):
 
 def test_run_timeout_kills_the_whole_process_group(tmp_path):
     # The shell's child `sleep` holds the output pipe: killing only the shell would hang.
-    fake_command(tmp_path, "hang", "sleep 300; echo never")
+    fake_command(tmp_path, "hang", f"echo $$ > {tmp_path}/shell; sleep 300 & "
+                                   f"echo $! > {tmp_path}/child; wait; echo never")  # fmt: skip
     host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, command_timeout=0.5)
-    start = time.monotonic()
-    answer = host.run(["hang"])
+    answer = returns(host.run, ["hang"])
     assert answer.status == TIMEOUT and answer.timeout_s == 0.5
-    assert time.monotonic() - start < 2.5
     assert "did not answer within 0.5 s" in answer.describe()
+    for name in ("shell", "child"):
+        assert ended(int((tmp_path / name).read_text())), f"the {name} was not killed"
 
 
 def test_probe_timeout_and_import_error():
+    started, released = threading.Event(), threading.Event()
+
     def slow():
-        time.sleep(5)
+        started.set()
+        released.wait(60)
 
     def absent():
         import dldoctor_no_such_module  # noqa: F401
 
     host = LiveHost(probes={"slow": slow, "absent": absent, "fine": lambda: {"a": 1}},
                     command_timeout=0.2)  # fmt: skip
-    start = time.monotonic()
-    assert host.probe("slow").status == TIMEOUT
-    assert time.monotonic() - start < 1.5
+    # The probe answers while `slow` still blocks: the timeout fired, nothing waited it out.
+    assert returns(host.probe, "slow").status == TIMEOUT
+    assert started.is_set() and not released.is_set()
+    released.set()
     assert host.probe("absent").status == NOT_INSTALLED
     assert host.probe("fine").value == {"a": 1}
     assert host.probe("unknown").status == ERROR
@@ -155,16 +154,17 @@ def test_a_prefetched_command_runs_once_early_and_answers_its_first_asker(tmp_pa
     fake_command(tmp_path, "slow", f"echo run >> {counter}; sleep 0.2; echo done")
     host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     host.prefetch(runs=[["slow"]])
-    deadline = time.monotonic() + 10
-    while counter.exists() is False and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.0)  # it ran meanwhile: the asker does not wait again
-    start = time.monotonic()
+    assert wait_until(counter.exists)  # it runs early, before anyone asks
+    # Changed under it (a new file: the running shell still reads the old one), the first
+    # asker is answered by the run that started early.
+    (tmp_path / "next").mkdir()
+    fake_command(tmp_path / "next", "slow", f"echo run >> {counter}; echo changed")
+    os.replace(tmp_path / "next/slow", tmp_path / "slow")
     first = host.run(["slow"])
-    assert time.monotonic() - start < 0.15
     assert first.ok and first.text == "done\n"
     assert counter.read_text() == "run\n"
-    assert host.run(["slow"]).ok  # a second asker runs it anew
+    second = host.run(["slow"])  # a second asker runs it anew
+    assert second.ok and second.text == "changed\n"
     assert counter.read_text() == "run\nrun\n"
 
 
@@ -174,10 +174,8 @@ def test_endless_output_is_cut_at_the_cap_while_it_streams(tmp_path, stream, red
     fake_command(tmp_path, "chatty", f"echo started >&2; yes{redirect}")
     host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, command_timeout=5,
                     max_stdout=100_000, max_stderr=30_000)  # fmt: skip
-    start = time.monotonic()
     answer = host.run(["chatty"])
-    assert time.monotonic() - start < 5 + 1
-    assert answer.status == ERROR
+    assert answer.status == ERROR  # stopped at the cap: at the 5 s timeout it would be TIMEOUT
     cap = 100_000 if stream == "stdout" else 30_000
     assert answer.error == f"output truncated at {cap} bytes of {stream} ({cap / 1024:g} KiB): " \
                            "the command was stopped"  # fmt: skip
@@ -217,11 +215,11 @@ def test_output_up_to_the_cap_is_whole_and_ok(tmp_path):
 
 
 def test_a_command_that_closes_its_output_and_runs_on_times_out(tmp_path):
-    fake_command(tmp_path, "detach", "echo hi; exec >&- 2>&-; sleep 300")
+    fake_command(tmp_path, "detach", f"echo hi; echo $$ > {tmp_path}/pid; exec >&- 2>&-; "
+                                     "exec sleep 300")  # fmt: skip
     host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, command_timeout=0.5)
-    start = time.monotonic()
-    assert host.run(["detach"]).status == TIMEOUT
-    assert time.monotonic() - start < 2.5
+    assert returns(host.run, ["detach"]).status == TIMEOUT
+    assert ended(int((tmp_path / "pid").read_text()))  # killed, not waited for
 
 
 def test_a_truncated_run_replays_as_the_same_error(tmp_path):

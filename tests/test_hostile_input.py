@@ -28,8 +28,8 @@ from dldoctor.facts.system import PATH_PYTHON_ARGV, cgroup_memory_limit, parse_m
 from dldoctor.facts.toolkit import cuda_version_from_header, parse_version_json
 from dldoctor.host.replay import ReplayHost
 from dldoctor.versions import at_least, version_tuple
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import watch_opens
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.opens import watch_opens
 
 HUGE = "1" * 4301  # one digit past int()'s default limit for a string
 DEEP = "[" * 990  # past the JSON decoder's recursion limit under pytest's stack
@@ -281,7 +281,8 @@ def test_undecodable_file_names_in_a_bundle_are_replayed_and_recorded(tmp_path):
     import os
     import shutil
 
-    from tests.conftest import HOSTS, run_dldoctor
+    from tests.support.cli import run_dldoctor
+    from tests.support.paths import HOSTS
 
     host = tmp_path / "host"
     shutil.copytree(HOSTS / "hgx-h100x8-driver535", host, symlinks=True)
@@ -300,7 +301,7 @@ def test_a_fifo_in_a_bundle_is_never_opened(tmp_path, monkeypatch):
     import os
     import shutil
 
-    from tests.conftest import HOSTS
+    from tests.support.paths import HOSTS
 
     host = tmp_path / "host"
     shutil.copytree(HOSTS / "hgx-h100x8-driver535", host, symlinks=True)

@@ -12,7 +12,7 @@ from dldoctor.inventory import Gpu, Inventory
 from dldoctor.model import Report
 from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered, select
-from tests.conftest import HOSTS
+from tests.support.paths import HOSTS
 
 SCENARIOS = sorted(p.name for p in HOSTS.iterdir() if p.is_dir())
 

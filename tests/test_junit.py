@@ -9,7 +9,8 @@ import os
 
 import junitparser
 
-from tests.conftest import HOSTS, report_of, run_dldoctor
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS
 
 
 def _cases(path) -> dict[str, junitparser.TestCase]:

@@ -10,8 +10,8 @@ from dldoctor.facts import Facts
 from dldoctor.facts.kmsg import XID_CATALOG, XidEvent, parse_kernel_log, xid_events, xid_info
 from dldoctor.host.base import ProbeFailed
 from dldoctor.host.replay import ReplayHost
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.paths import FIXTURES
 
 CORPUS = FIXTURES / "corpus" / "dmesg-xid"
 JOURNAL = ["journalctl", "-k", "-b", "--no-pager", "-o", "short-iso-precise"]

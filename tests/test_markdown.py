@@ -11,7 +11,8 @@ from markdown_it import MarkdownIt
 
 from dldoctor.model import Finding, Report, Status
 from dldoctor.render.markdown import render_markdown_summary
-from tests.conftest import HOSTS, report_of, run_dldoctor
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS
 
 
 class Page(HTMLParser):

@@ -14,7 +14,8 @@ import pytest
 
 from dldoctor.model import Finding, Report, Status
 from dldoctor.render.nagios import render_nagios
-from tests.conftest import HOSTS, report_of, run_dldoctor
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS
 
 # The guidelines' grammar: `'label'=value[UOM];[warn];[crit];[min];[max]`, space separated;
 # label any characters but `=` and `'`, quoted when it has spaces; value, min and max in

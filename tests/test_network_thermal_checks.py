@@ -24,7 +24,7 @@ from dldoctor.facts.system import Container, Kernel, container, environ, kernel
 from dldoctor.host import LiveHost
 from dldoctor.model import Status
 from dldoctor.policy import NetworkPolicy, Policy
-from tests.conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 IB_TREE = FIXTURES / "corpus/infiniband/procfs-fixtures-sysfs"
 THERMAL_TREE = FIXTURES / "corpus/thermal/procfs-fixtures-sysfs"

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import shutil
 
-from tests.conftest import HOSTS, nonroot, report_of, run_dldoctor
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.marks import nonroot
+from tests.support.paths import HOSTS
 
 SCENARIO = "hgx-h100x8-healthy"
 CRASHED = ("crashed", "did not finish")

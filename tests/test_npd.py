@@ -10,7 +10,8 @@ import pytest
 
 from dldoctor.model import Finding, Report, Status
 from dldoctor.render.npd import MAX_MESSAGE, render_npd, shorten
-from tests.conftest import HOSTS, run_dldoctor
+from tests.support.cli import run_dldoctor
+from tests.support.paths import HOSTS
 
 
 def npd(*args: str):

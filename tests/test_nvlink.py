@@ -20,10 +20,10 @@ from dldoctor.model import Status
 from dldoctor.policy import Policy
 from dldoctor.registry import checks_in
 from dldoctor.runner import Runner
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES
-from tests.fake_pynvml import INVALID_ARGUMENT, NOT_SUPPORTED, UNKNOWN, Err, FakeNvml, h100
-from tests.test_nvml import probe_and_parse
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.fake_pynvml import INVALID_ARGUMENT, NOT_SUPPORTED, UNKNOWN, Err, FakeNvml, h100
+from tests.support.nvml import probe_and_parse
+from tests.support.paths import FIXTURES
 
 CAPTURES = FIXTURES / "corpus" / "nvidia-smi-nvlink-s"
 H100_S = "utkuozdemir-linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01-nvlink-s.txt"

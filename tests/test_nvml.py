@@ -3,27 +3,18 @@ the probe's JSON parsed into Gpu facts."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from dldoctor.facts import gpu as g
 from dldoctor.facts.nvidia import parse_nvml_probe
-from dldoctor.nvml_probe import collect
-from tests.fake_pynvml import (
+from tests.support.fake_pynvml import (
     FUNCTION_NOT_FOUND,
     NOT_SUPPORTED,
     Err,
     FakeNvml,
     h100,
-)  # fmt: skip
-
-
-def probe_and_parse(fake: FakeNvml) -> tuple[dict, g.NvidiaStack]:
-    data = collect(fake)
-    # The answer must survive a bundle: JSON out and back.
-    data = json.loads(json.dumps(data))
-    return data, parse_nvml_probe(data)
+)
+from tests.support.nvml import probe_and_parse
 
 
 def test_eight_healthy_h100s():
@@ -133,8 +124,8 @@ def test_a_hung_nvml_is_the_finding_and_nvidia_smi_is_not_asked(tmp_path):
     from dldoctor.facts import Facts
     from dldoctor.facts.nvidia import nvidia
     from dldoctor.host.replay import ReplayHost
-    from tests.bundlebuilder import BundleBuilder
-    from tests.conftest import FIXTURES
+    from tests.support.bundlebuilder import BundleBuilder
+    from tests.support.paths import FIXTURES
 
     # nvidia-smi links the same library on the same driver: after NVML hung, it could only
     # hang too (and the run's probe window is spent by then).

@@ -14,7 +14,7 @@ import pytest
 from dldoctor.facts import nvsmi
 from dldoctor.facts.gpu import PROBE_FAILED, Gpu, normalise_pci_bus_id
 from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
-from tests.conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 XML_DIR = FIXTURES / "corpus" / "nvidia-smi-xml"
 

@@ -12,8 +12,8 @@ from dldoctor.facts.pci import PciBus, PciDevice, pci_devices
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.paths import FIXTURES
 
 CORPUS = FIXTURES / "corpus" / "dmesg-sxid"
 REDHAT = (CORPUS / "gpud-redhat-dmesg-sxid20034-fatal-ltssm-fault-up.txt").read_text()

@@ -14,9 +14,9 @@ import json
 import pytest
 
 from dldoctor.host.base import MAX_STDERR_BYTES, stdout_cap
-from tests.conftest import HOSTS
-from tests.test_bounds import measured
-from tests.test_host_live import fake_command
+from tests.support.commands import fake_command
+from tests.support.measuring import measured
+from tests.support.paths import HOSTS
 
 ROOT = HOSTS / "hgx-h100x8-healthy" / "files"
 TIMEOUT = 2
@@ -33,11 +33,12 @@ def test_a_tool_printing_without_end_is_cut_and_named(tmp_path, tool, stream):
         tmp_path, "--check", "--json", "--timeout", str(TIMEOUT), "--root", str(ROOT),
         bindir=bindir,
     )  # fmt: skip
-    assert elapsed < TIMEOUT + 2, f"took {elapsed:.1f} s"
     assert peak_mib <= 100, f"peak RSS {peak_mib:.0f} MiB"
     assert code in (1, 3), code  # a report: failed or incomplete
     cap = stdout_cap([tool]) if stream == "stdout" else MAX_STDERR_BYTES
     finding = {f["id"]: f for f in json.loads(out)["findings"]}[CHECKS[tool]]
     said = " ".join([finding["summary"], *finding["details"]])
+    # Stopped at the cap while it printed: at the timeout it would say "did not answer".
     assert finding["status"] == "error", finding
+    assert "did not answer" not in said, said
     assert f"`{tool} " in said and f"output truncated at {cap} bytes of {stream}" in said, said

@@ -12,7 +12,9 @@ import threading
 import pytest
 
 from dldoctor.atomicfile import output_target, write_output
-from tests.conftest import HOSTS, run_dldoctor
+from tests.support.cli import run_dldoctor
+from tests.support.fixroots import BLACKLIST_NOUVEAU, nouveau_root
+from tests.support.paths import HOSTS
 
 HOST = str(HOSTS / "hgx-h100x8-gpu3-x8")
 HEALTHY = str(HOSTS / "hgx-h100x8-healthy")
@@ -185,10 +187,10 @@ def said_full_in_one_line(*args: str) -> None:
 
 
 def test_fix_history_into_a_full_stdout_is_exit_6(tmp_path):
-    from tests.test_fix_command import FIX, _setup
-
-    root, _, env = _setup(tmp_path)
-    applied = run_dldoctor("fix", FIX, "--apply", "--yes", "--root", str(root), env=env)
+    root, _, env = nouveau_root(tmp_path)
+    applied = run_dldoctor(
+        "fix", BLACKLIST_NOUVEAU, "--apply", "--yes", "--root", str(root), env=env
+    )
     assert applied.returncode == 0, applied.stderr
     said_full_in_one_line("fix", "--history", "--root", str(root))
 

@@ -10,7 +10,8 @@ import os
 import pytest
 
 from dldoctor.render.formats import FORMATS
-from tests.conftest import HOSTS, run_dldoctor
+from tests.support.cli import run_dldoctor
+from tests.support.paths import HOSTS
 
 HOST = str(HOSTS / "hgx-h100x8-gpu3-x8")
 

@@ -63,6 +63,7 @@ from dldoctor.host import bugreport, sosreport
 from dldoctor.render import npd
 from dldoctor.tui import findings
 from dldoctor.versions import at_least, version_tuple
+from tests.support.strategies import HOSTILE
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS = FIXTURES / "corpus"
@@ -274,18 +275,6 @@ def test_every_parser_has_text_to_mutate():
     assert [name for name, texts in SAMPLES.items() if not texts] == []
 
 
-# The hostile pieces the fuzzing found defects with, and a few of their relatives.
-HOSTILE = st.one_of(
-    st.integers(4290, 4400).map(lambda n: "1" * n),  # around int()'s digit limit
-    st.integers(300, 420).map(lambda n: "9" * n),  # past float's range: inf
-    st.sampled_from(["²", "¹", "٣", "1²", "0x", "-", "1_000", "\x00", "\ufffd", "\u2028"]),
-    st.integers(900, 3000).map(lambda n: "[" * n),  # past the JSON decoder's recursion
-    st.integers(900, 3000).map(lambda n: '{"a":' * n),
-    st.integers(100, 2000).map(lambda n: "<a>" * n),
-    st.tuples(st.sampled_from("a 0.:(x-\t"), st.integers(1000, 5000)).map(lambda t: t[0] * t[1]),
-)
-
-
 @st.composite
 def mutated(draw, texts: list[str]) -> str:
     text = draw(st.sampled_from(texts))
@@ -451,7 +440,7 @@ def test_a_policy_is_read_or_refused_in_one_line(text):
 
 @functools.cache
 def _report() -> dict:
-    from tests import fleetgen
+    from tests.support import fleetgen
 
     return fleetgen.real_report()  # a real report of a fixture host
 

@@ -30,8 +30,8 @@ from dldoctor.host import LiveHost
 from dldoctor.host.base import ProbeFailed
 from dldoctor.host.recording import ObservingHost
 from dldoctor.host.replay import ReplayHost
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.paths import FIXTURES
 
 CORPUS = FIXTURES / "corpus" / "pci"
 SYS_TREE = CORPUS / "procfs-fixtures-sysfs"

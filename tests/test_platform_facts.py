@@ -16,8 +16,8 @@ from dldoctor.facts import shm as sf
 from dldoctor.host import LiveHost
 from dldoctor.host.base import ProbeFailed
 from dldoctor.host.replay import ReplayHost
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.paths import FIXTURES
 
 CORPUS = FIXTURES / "corpus"
 NODES = CORPUS / "numactl/node_exporter-fixtures-sysfs-nodes"

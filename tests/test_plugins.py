@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 
-from tests.conftest import HOSTS, report_of, run_dldoctor, verdicts
+from tests.support.cli import report_of, run_dldoctor, verdicts
+from tests.support.paths import HOSTS
+from tests.support.plugins import install_fake_distribution
 
 PLUGIN = """
 from dldoctor.model import warned
@@ -17,17 +19,6 @@ def hostname_convention(facts, policy):
     name = facts.get(system.hostname)
     return warned(f"{name} does not follow the site's naming")
 """
-
-
-def install_fake_distribution(root, name, module_source, module_name):
-    """A dist-info folder on PYTHONPATH is what importlib.metadata finds: no pip needed."""
-    (root / f"{module_name}.py").write_text(module_source)
-    # Wheel naming: the name part of the folder has underscores (PEP 427); a dash would
-    # make importlib.metadata read the name as "dldoctor".
-    info = root / f"{name.replace('-', '_')}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[dldoctor.checks]\n{module_name} = {module_name}\n")
 
 
 def run_with(tmp_path, *args, **env):

@@ -206,13 +206,13 @@ def test_a_hostile_policy_is_one_line_error(tmp_path, text, message):
 
 def test_what_the_caps_let_through_is_read(tmp_path):
     # nesting, dots and brackets inside strings and comments are not the document's
-    text = '[cpu]  # a.b.c.d ' + "[" * 40 + '\nmodel = "' + "[." * 40 + '"\nmin_cores = 2\n'
+    text = "[cpu]  # a.b.c.d " + "[" * 40 + '\nmodel = "' + "[." * 40 + '"\nmin_cores = 2\n'
     policy, _ = load_policy(write(tmp_path, text))
     assert policy.cpu.min_cores == 2 and policy.cpu.model == "[." * 40
 
 
 def test_the_cli_answers_a_hostile_policy_with_exit_4(tmp_path):
-    from tests.conftest import run_dldoctor
+    from tests.support.cli import run_dldoctor
 
     path = write(tmp_path, "[memory]\nmin_total_gib = " + "9" * 309 + "\n")
     proc = run_dldoctor("--check", "--json", "--policy", path)

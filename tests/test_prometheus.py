@@ -25,7 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from dldoctor.atomicfile import write_atomically
 from dldoctor.model import Finding, Report, Status
 from dldoctor.render.prometheus import render_prometheus
-from tests.conftest import HOSTS, report_of, run_dldoctor
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS
 
 EXPORTER = "/usr/bin/prometheus-node-exporter"
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "prometheus.md"

@@ -20,8 +20,8 @@ from dldoctor.facts.thermal import thermal_sensors
 from dldoctor.host import LiveHost
 from dldoctor.host.base import ProbeFailed
 from dldoctor.host.replay import ReplayHost
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.paths import FIXTURES
 
 CORPUS = FIXTURES / "corpus"
 IB_TREE = CORPUS / "infiniband/procfs-fixtures-sysfs"

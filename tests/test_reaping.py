@@ -17,8 +17,8 @@ import uuid
 
 import pytest
 
-from tests.test_deadline import MARK, ROOT, TOOLS, finish, marked_processes
-from tests.test_host_live import fake_command
+from tests.support.commands import fake_command
+from tests.support.processes import MARK, ROOT, TOOLS, finish, marked_processes
 
 ESCAPES = {
     "holding": "(setsid sleep 600 &)",
@@ -52,7 +52,7 @@ def test_grandchildren_that_escape_into_their_own_session_are_ended(tmp_path, ho
     while proc.poll() is None and not escaped:  # the escapes happen: the test can see them
         escaped = [p for p in marked_processes(mark) if "sleep 600" in p]
         time.sleep(0.05)
-    out, err, _ = finish(proc, mark, 20)  # asserts that no marked process is left
+    out, err = finish(proc, mark, 20)  # asserts that no marked process is left
     assert escaped, "no tool's grandchild was seen running"
     assert proc.returncode == 1, err  # the degraded RAID still fails: sysfs answered
     assert b'"storage.raid"' in out

@@ -7,7 +7,7 @@ from dldoctor.host import LiveHost, RecordingHost
 from dldoctor.host.replay import ReplayHost
 from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered
-from tests.conftest import report_of, run_dldoctor
+from tests.support.cli import report_of, run_dldoctor
 
 
 def comparable(report):

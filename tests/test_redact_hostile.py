@@ -11,8 +11,9 @@ import time
 import pytest
 
 from dldoctor.snapshots.redact import CHUNK_CHARS, LEFT_OUT, Redactor, redact_bundle
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import HOSTS, run_dldoctor
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.cli import run_dldoctor
+from tests.support.paths import HOSTS
 
 HOST = HOSTS / "ubuntu2204-healthy"
 

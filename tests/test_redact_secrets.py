@@ -15,8 +15,9 @@ import tarfile
 from pathlib import Path
 
 from dldoctor.snapshots import take
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES, HOSTS, report_of, run_dldoctor
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import FIXTURES, HOSTS
 
 JOURNAL = "journalctl -k -b --no-pager -o short-iso-precise".split()
 # Shapes written the way their vendors issue them (none is a live key).
@@ -32,9 +33,9 @@ TOKENS = {
     "openai": "sk-proj-" + "Zt8Rq5Wp2Lk9Mn3Bv6CxA1sD4fG7hJ0k",
     "huggingface": "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNm12345678",
     "npm": "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
-    "sendgrid": "SG." + "aB3dE5gH7jK9mN1pQ3sT5v"
-    + ".X7zA9cE1gI3kM5oQ7sU9wY1aC3eG5iK7mO9qS1uW3y",
-    "jwt": "eyJhbGciOiJIUzI1NiJ9" + ".eyJzdWIiOiJjaS1qb2IiLCJpYXQiOjE3MDB9"
+    "sendgrid": "SG." + "aB3dE5gH7jK9mN1pQ3sT5v" + ".X7zA9cE1gI3kM5oQ7sU9wY1aC3eG5iK7mO9qS1uW3y",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9"
+    + ".eyJzdWIiOiJjaS1qb2IiLCJpYXQiOjE3MDB9"
     + ".Q2xZ9kL4mN8vB3cF6hJ1tY5wE0aSdGuIoR7pQ2x",
     "slurm_jwt": "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9"
     + ".eyJleHAiOjE3OTk5OTk5OTksInN1biI6InJvb3QifQ.pL8kQ4mZ2nR6tW9xB3vF7hJ1sD5gA0cE",

@@ -222,9 +222,10 @@ HANG_S = 2.0  # each took 20 s to minutes before; this is a hang test, not a ben
 
 
 def _timed(parse, text):
-    start = time.perf_counter()
+    # CPU time of this thread: a parse is CPU work, and another process's load is not counted.
+    start = time.thread_time()
     result = parse(text)
-    assert time.perf_counter() - start < HANG_S
+    assert time.thread_time() - start < HANG_S
     return result
 
 
@@ -324,9 +325,9 @@ def test_sxid_event_of_50000_continuation_lines():  # cut off by the deadline
     head = "[ 1.0] nvidia-nvswitch2: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 30 LTSSM\n"
     more = "[ 1.0] nvidia-nvswitch2: SXid (PCI:0000:05:00.0): 20034, Severity 5 Engine instance 3\n"
     # about 1 s of line parsing; joined per line it was 100 GB of copying
-    start = time.perf_counter()
+    start = time.thread_time()
     events, _ = parse_sxid(head + more * 50_000)
-    assert time.perf_counter() - start < 5 * HANG_S
+    assert time.thread_time() - start < 5 * HANG_S
     assert len(events) == 1 and events[0].raw.count("\n") == 50_000 and events[0].link == 30
 
 

@@ -10,7 +10,8 @@ from rich.console import Console
 
 from dldoctor.model import Finding, Report, Status
 from dldoctor.render.text import _footer, write_checklist
-from tests.conftest import HOSTS, report_of, run_dldoctor
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS
 
 
 def fixture_report(scenario: str) -> Report:

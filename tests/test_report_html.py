@@ -14,7 +14,7 @@ from dldoctor.host.replay import ReplayHost
 from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered
 from dldoctor.render.page import render_html, render_markdown
-from tests.conftest import HOSTS
+from tests.support.paths import HOSTS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -16,7 +16,8 @@ from dldoctor.diagnose import diagnose
 from dldoctor.host.replay import ReplayHost
 from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered
-from tests.conftest import HOSTS, report_of, run_dldoctor
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS
 
 DOCS = Path(__file__).parent.parent / "docs" / "report.schema.json"
 

@@ -12,7 +12,7 @@ import pytest
 
 from dldoctor.cli.shared import BadCommandLine
 from dldoctor.request import Request, request_from
-from tests.conftest import run_dldoctor
+from tests.support.cli import run_dldoctor
 
 OPTIONS = {"--policy": "site.toml", "--from": "bundle", "--timeout": "5", "--deadline": "9"}
 
@@ -137,7 +137,7 @@ def test_fix_refuses_to_apply_to_a_bundle_in_one_line_as_its_help_says():
 
 
 def test_diff_judges_a_bundle_under_the_requested_policy(tmp_path):
-    from tests.conftest import HOSTS
+    from tests.support.paths import HOSTS
 
     healthy = str(HOSTS / "hgx-h100x8-healthy")
     recorded = tmp_path / "healthy.json"  # judged under the built-in policy

@@ -16,8 +16,8 @@ from dldoctor.model import Status, passed, skipped
 from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, check, ordered
 from dldoctor.runner import run_check
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import HOSTS
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.paths import HOSTS
 
 
 @fact("t.req.count")

@@ -13,7 +13,8 @@ import sys
 import tarfile
 from pathlib import Path
 
-from tests.conftest import HOSTS, report_of, run_dldoctor
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS
 
 
 def _findings(report: dict) -> dict[str, tuple[str, str]]:
@@ -102,7 +103,7 @@ def _archive_text(path: Path) -> str:
 
 
 def test_a_snapshot_holds_none_of_the_planted_secrets(tmp_path):
-    from tests.test_redact import planted_host, planted_values
+    from tests.support.planted import planted_host, planted_values
 
     host = planted_host(tmp_path / "planted")
     map_path = tmp_path / "private" / "map.json"

@@ -27,10 +27,11 @@ import pytest
 from dldoctor.host.sosreport import SosReportHost, mangle, mdadm_section
 from dldoctor.snapshots.archive import MAX_FOREIGN_MEMBERS, XZ, open_archive
 from dldoctor.snapshots.bundle import BundleError
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES, TESTS, report_of, run_dldoctor
-from tests.make_sos_fixture import TRIM
-from tests.test_archive import member, refused  # noqa: F401 - `refused` is a fixture
+from tests.support.archives import member
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.make_sos_fixture import TRIM
+from tests.support.paths import FIXTURES, TESTS
 
 FIXTURE = FIXTURES / "foreign" / "sos" / "sosreport-host0-2026-12-01-hsxafrq.tar.xz"
 GOLDEN = TESTS / "golden" / "foreign" / "sosreport-host0-2026-12-01-hsxafrq.json"

@@ -11,8 +11,8 @@ from dldoctor.facts.storage import NetFs, netfs
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
-from tests.bundlebuilder import BundleBuilder
-from tests.conftest import FIXTURES
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.paths import FIXTURES
 
 MDSTAT = FIXTURES / "corpus/mdstat"
 
@@ -277,7 +277,8 @@ def test_a_path_this_user_may_not_see_is_not_an_error():
 
 
 def test_a_policy_path_that_does_not_exist_is_a_finding_naming_it(tmp_path):
-    from tests.conftest import HOSTS, report_of, run_dldoctor
+    from tests.support.cli import report_of, run_dldoctor
+    from tests.support.paths import HOSTS
 
     policy = tmp_path / "p.toml"
     policy.write_text('[storage]\ndata_paths = ["/data", "/datasets/gone"]\n'
@@ -319,7 +320,7 @@ def nvme_check(b: BundleBuilder):
 
 def test_a_smart_read_that_timed_out_is_an_error_not_a_pass(tmp_path):
     from dldoctor.facts.storage import nvme_smart_argv
-    from tests.test_storage_facts import nvme_bundle
+    from tests.support.storage import nvme_bundle
 
     b = nvme_bundle(tmp_path)
     b.command(nvme_smart_argv("nvme0"), status="timeout", timeout_s=10)
@@ -331,7 +332,7 @@ def test_a_smart_read_that_timed_out_is_an_error_not_a_pass(tmp_path):
 
 def test_a_failing_drive_still_fails_beside_one_whose_smart_timed_out(tmp_path):
     from dldoctor.facts.storage import nvme_smart_argv, smartctl_argv
-    from tests.test_storage_facts import OWN, nvme_bundle
+    from tests.support.storage import OWN, nvme_bundle
 
     b = nvme_bundle(tmp_path)
     b.file("/sys/class/nvme/nvme1/state", "live\n")
@@ -349,7 +350,7 @@ def test_a_failing_drive_still_fails_beside_one_whose_smart_timed_out(tmp_path):
 @pytest.mark.parametrize("status", ["not_installed", "permission_denied"])
 def test_no_smart_tool_or_no_permission_stays_a_noted_pass(tmp_path, status):
     from dldoctor.facts.storage import nvme_smart_argv, smartctl_argv
-    from tests.test_storage_facts import nvme_bundle
+    from tests.support.storage import nvme_bundle
 
     b = nvme_bundle(tmp_path)
     b.command(nvme_smart_argv("nvme0"), status=status)

@@ -11,7 +11,7 @@ from dldoctor.facts import system as sf
 from dldoctor.facts.mountinfo import fstype_on, parse_mountinfo
 from dldoctor.model import Status
 from dldoctor.policy import MemoryPolicy, Policy
-from tests.conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 CORPUS = FIXTURES / "corpus"
 
@@ -192,7 +192,7 @@ def test_container_check_is_information(c, summary):
 ])  # fmt: skip
 def test_container_signs_from_a_bundle(tmp_path, dockerenv, root, expected):
     from dldoctor.host.replay import ReplayHost
-    from tests.bundlebuilder import BundleBuilder
+    from tests.support.bundlebuilder import BundleBuilder
 
     b = BundleBuilder(tmp_path / "b").file(
         "/proc/self/mountinfo", f"1 0 0:1 / / rw - {root} x rw\n"

@@ -14,7 +14,8 @@ from dldoctor.host import LiveHost
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
-from tests.conftest import FIXTURES
+from tests.support.paths import FIXTURES
+from tests.support.pcie import link
 
 PCI_TREE = FIXTURES / "corpus/pci/procfs-fixtures-sysfs"
 NUMA_TREE = FIXTURES / "corpus/numactl/node_exporter-fixtures-sysfs-nodes"
@@ -75,11 +76,6 @@ def test_governor_other_than_performance_warns():
     assert outcome.summary == "not performance: performance on 4 CPU(s), powersave on 60 CPU(s)"
     none = CpuFrequency({}, "", "")
     assert cpu.governor(Facts.given({cpu_frequency: none}), Policy()).status == Status.SKIP
-
-
-def link(address, klass, cur_w, max_w, upstream=(), vendor="15b3", cur=16.0, top=16.0):
-    return PcieLink(address, vendor, "0000", klass, "", cur, top, cur_w, max_w, tuple(upstream),
-                    None, None, None, None, "")  # fmt: skip
 
 
 def test_a_downstream_port_is_judged_by_the_device_below_it():
@@ -179,7 +175,7 @@ def test_nofile_judges_the_soft_limit_that_jobs_get():
 
 def test_an_unknown_memlock_says_unknown_and_why():
     from dldoctor.checks import limits
-    from tests.conftest import HOSTS
+    from tests.support.paths import HOSTS
 
     # The vGPU guest's bundle has no /proc/self/limits.
     facts = Facts(ReplayHost(str(HOSTS / "vm-a100-vgpu-guest")))

@@ -16,7 +16,10 @@ from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered
 from dldoctor.tui.findings import FindingDetail, FindingsTree
 from dldoctor.tui.session import Session
-from tests.conftest import FIXTURES, HOSTS, report_of, run_dldoctor, verdicts
+from tests.support.cli import report_of, run_dldoctor, verdicts
+from tests.support.commands import fake_command
+from tests.support.paths import FIXTURES, HOSTS
+from tests.support.trees import tree
 from tests.support.tui import (
     SIZE,
     HangingHost,
@@ -30,8 +33,6 @@ from tests.support.tui import (
     selected,
     until,
 )
-from tests.test_fix_plan import tree
-from tests.test_host_live import fake_command
 
 
 def _text(widget) -> str:

@@ -17,7 +17,8 @@ import pytest
 
 from dldoctor.model import Status
 from dldoctor.render.text import GLYPHS
-from tests.conftest import HOSTS, report_of, run_dldoctor
+from tests.support.cli import report_of, run_dldoctor
+from tests.support.paths import HOSTS
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None, reason="tmux is not installed (Debian package tmux)"
@@ -181,7 +182,7 @@ def test_a_closed_terminal_removes_the_unpacked_copy_of_a_packed_bundle(tmp_path
 def test_a_closed_terminal_kills_the_commands_still_running(tmp_path):
     """The hangup's immediate end skips atexit: the commands still running (every tool
     hangs here, each in a session of its own) are killed on the way out all the same."""
-    from tests.test_deadline import MARK, ROOT, hanging_tools, left_behind, marked_processes
+    from tests.support.processes import MARK, ROOT, hanging_tools, left_behind, marked_processes
 
     mark = uuid.uuid4().hex
 

@@ -14,9 +14,9 @@ from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
 from dldoctor.facts.pci import PciBus, pci_devices
 from dldoctor.model import Status
 from dldoctor.policy import Policy
-from tests.conftest import FIXTURES
-from tests.fake_pynvml import FakeNvml, h100
-from tests.test_nvml import probe_and_parse
+from tests.support.fake_pynvml import FakeNvml, h100
+from tests.support.nvml import probe_and_parse
+from tests.support.paths import FIXTURES
 
 T4 = (FIXTURES / "corpus/nvidia-smi-xml/telegraf-tesla-t4.xml").read_text()
 GUEST_SKIPS = [

@@ -14,7 +14,7 @@ from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered
 from dldoctor.tui.app import DoctorApp
 from dldoctor.tui.session import Session
-from tests.conftest import HOSTS
+from tests.support.paths import HOSTS
 
 SIZE = (120, 40)
 

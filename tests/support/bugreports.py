@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from tests.conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 CORPUS = FIXTURES / "corpus"
 REAL = FIXTURES / "bugreports" / "maz906-caffe-gtx-titan-x-352.63.log.gz"

@@ -1,6 +1,6 @@
-"""Builds the synthetic GPU fixture hosts under fixtures/hosts/ (too large to write by hand).
+"""Builds the synthetic GPU fixture hosts under tests/fixtures/hosts/ (too large to write by hand).
 
-    python -m tests.hostgen            # rewrite them; review the diff like code
+    python -m tests.support.hostgen    # rewrite them; review the diff like code
 
 `tests/test_hostgen.py` checks that the committed bundles are what this script makes.
 NVML answers come from the fake pynvml run through the real probe, so nvml.json has
@@ -19,10 +19,9 @@ from dldoctor.facts.acs import LSPCI_ARGV
 from dldoctor.facts.limits import SYSTEMD_DEFAULTS_ARGV, SYSTEMD_UNITS_ARGV
 from dldoctor.facts.system import PATH_PYTHON_ARGV
 from dldoctor.nvml_probe import collect
-from tests.bundlebuilder import BundleBuilder
-from tests.fake_pynvml import NOT_SUPPORTED, Err, FakeNvml, MemoryInfo, PciInfo, h100
-
-HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+from tests.support.bundlebuilder import BundleBuilder
+from tests.support.fake_pynvml import NOT_SUPPORTED, Err, FakeNvml, MemoryInfo, PciInfo, h100
+from tests.support.paths import FIXTURES, HOSTS
 
 UBUNTU_2204 = """PRETTY_NAME="Ubuntu 22.04.4 LTS"
 NAME="Ubuntu"
@@ -151,7 +150,7 @@ def nvidia_driver(
 
 
 SITE = "/opt/venv/lib/python3.10/site-packages"
-FIXTURE_CUDA = Path(__file__).parent / "fixtures" / "cuda"
+FIXTURE_CUDA = FIXTURES / "cuda"
 
 
 def dist_info(b: BundleBuilder, name: str, version: str, requires: list[str] = ()) -> None:

@@ -1,7 +1,7 @@
 """Make the committed sos report fixture (tests/fixtures/foreign/sos/): a real `sos report`
 of this machine, cleaned by `sos clean`, trimmed of what no dldoctor fact reads.
 
-    sudo .venv/bin/python -m tests.make_sos_fixture [DEST_FOLDER]
+    sudo .venv/bin/python -m tests.support.make_sos_fixture [DEST_FOLDER]
 
 Needs root and sos (`apt-get install sosreport`). The tests never run it: they replay
 what it wrote. Read the result before committing it (tests/fixtures/foreign/SOURCES.md).

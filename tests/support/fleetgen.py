@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from tests.conftest import HOSTS
+from tests.support.paths import HOSTS
 
 HEALTHY = HOSTS / "hgx-h100x8-healthy"
 Change = Callable[[dict], None]

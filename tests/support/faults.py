@@ -213,7 +213,7 @@ MISBEHAVIOURS = {
 def misbehaving_tools(folder: Path, tools: Sequence[str]) -> Path:
     """A PATH folder where `tools` print without end, print binary garbage without end, or
     hang, in turn."""
-    from tests.test_host_live import fake_command
+    from tests.support.commands import fake_command
 
     folder.mkdir(exist_ok=True)
     scripts = list(MISBEHAVIOURS.values())

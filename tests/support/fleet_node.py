@@ -1,4 +1,4 @@
-"""A fake node of a `dldoctor fleet run --exec` sweep: `python tests/fleet_node.py NODE`.
+"""A fake node of a `dldoctor fleet run --exec` sweep: `python tests/support/fleet_node.py NODE`.
 
 $FLEET_PLAN names a JSON file mapping each node to what it does: replay a fixture bundle
 through the real dldoctor (`{"bundle": PATH}`, the policy on stdin passed on when

@@ -1,0 +1,22 @@
+"""Marks shared by test modules."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Tests of what a user without root gets: .ci/run runs them (`-m nonroot`) as an
+# unprivileged user; under root, which reads everything, they cannot show it.
+NONROOT = (
+    pytest.mark.nonroot,
+    pytest.mark.skipif(
+        os.geteuid() == 0, reason="root reads everything: .ci/run runs these as nobody"
+    ),
+)
+
+
+def nonroot(test):
+    for mark in NONROOT:
+        test = mark(test)
+    return test
