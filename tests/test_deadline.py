@@ -9,6 +9,7 @@ children carry a marker in their environment, looked for in /proc afterwards.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -137,13 +138,21 @@ def test_a_full_run_with_a_hung_nvml_and_hung_tools_ends_at_the_deadline(tmp_pat
 
 
 def test_the_watchdog_ends_a_run_whose_report_nobody_reads(tmp_path):
-    # The report (about 240 KB here) does not fit in the pipe, and nobody reads it: writing
-    # it blocks. The watchdog ends the process just after the deadline, children killed.
-    proc, mark = start(tmp_path, "--timeout", "300", "--deadline", "2")
+    # The report does not fit in the pipe, and nobody reads it: writing it blocks. The
+    # watchdog ends the process just after the deadline, children killed. The pipe holds
+    # one page: a run cut short on a loaded machine writes a shorter report (its findings
+    # "did not finish"), which once fitted in the default 64 KiB and exited 3 unwatched.
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    try:
+        proc, mark = start(tmp_path, "--timeout", "300", "--deadline", "2", stdout=write_end)
+    finally:
+        os.close(write_end)
     try:
         proc.wait(timeout=2 + 30)  # a hang guard: the watchdog's exit is what is asserted
     finally:
         proc.kill()
+        os.close(read_end)
     assert proc.returncode == 3
     assert b"still running past the deadline" in proc.stderr.read()
     finish(proc, mark, 1)
