@@ -12,12 +12,12 @@ from dldoctor.facts import Facts
 from dldoctor.facts import gpu as g
 from dldoctor.facts.amd import amd
 from dldoctor.facts.kmod import modules, nouveau_blacklist
-from dldoctor.facts.kmsg import xid_events
 from dldoctor.facts.nvidia import library_version, no_nvidia_device, nvidia
 from dldoctor.facts.nvlink import NvLinks, nvlinks
 from dldoctor.facts.pci import AMD, NVIDIA, pci_devices
 from dldoctor.facts.services import fabricmanager
 from dldoctor.facts.system import container
+from dldoctor.facts.xid import xid_events
 from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check

@@ -13,12 +13,12 @@ import pytest
 
 from dldoctor.facts import Facts
 from dldoctor.facts.kmod import modules
-from dldoctor.facts.kmsg import xid_events
 from dldoctor.facts.lspci import LspciBus, parse_lspci
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.nvsmi_text import parse_nvidia_smi_text
 from dldoctor.facts.pci import pci_devices
 from dldoctor.facts.pcie import pcie_links
+from dldoctor.facts.xid import xid_events
 from dldoctor.host.base import MISSING, NOT_CAPTURED, OK, NotCaptured
 from dldoctor.host.bugreport import (
     BadLog,

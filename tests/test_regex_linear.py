@@ -319,7 +319,7 @@ def test_framework_dict_of_spaces():
 
 
 def test_sxid_event_of_50000_continuation_lines():  # cut off by the deadline
-    from dldoctor.facts.kmsg import parse_sxid
+    from dldoctor.facts.sxid import parse_sxid
 
     head = "[ 1.0] nvidia-nvswitch2: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 30 LTSSM\n"
     more = "[ 1.0] nvidia-nvswitch2: SXid (PCI:0000:05:00.0): 20034, Severity 5 Engine instance 3\n"
