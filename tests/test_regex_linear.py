@@ -173,7 +173,8 @@ def test_the_linter_finds_the_patterns():
     # the collection itself could silently find nothing: name some it must hold
     keys = " ".join(PATTERNS)
     for expected in ("pythonenv._REQUIREMENT", "mdraid._BLOCKS", "toolkit._DEFINE", "gpu.SXM",
-                     "redact.SHAPES", "redact.SECRET_TOKENS", "redact.KEY_SHAPES"):  # fmt: skip
+                     "redact.shapes.SHAPES", "redact.secrets.SECRET_TOKENS",
+                     "redact.secrets.KEY_SHAPES"):  # fmt: skip
         assert expected in keys
     assert sum(":" in k and k.split(":")[1].isdigit() for k in PATTERNS) > 20  # inline ones
 
