@@ -9,7 +9,7 @@ from dldoctor.facts import Facts
 from dldoctor.facts.mdraid import MdadmDetail, MdArray, MemberMap, SyncProgress, md_raid, member_map
 from dldoctor.facts.rdma import rdma_devices
 from dldoctor.facts.storage import Space, mounts, netfs, nvme, space, space_fact
-from dldoctor.host.base import MISSING
+from dldoctor.host.base import AnswerStatus
 from dldoctor.model import Outcome, Status, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
@@ -321,7 +321,7 @@ def absent(spaces: tuple[Space, ...], policy: Policy) -> list[str]:
     keys = {**{p: "checkpoint_paths" for p in st.checkpoint_paths},
             **{p: "data_paths" for p in st.data_paths}}  # fmt: skip
     named = [f"{s.path} ([storage] {keys[s.path]})" for s in spaces
-             if s.path in keys and s.answer_status == MISSING]  # fmt: skip
+             if s.path in keys and s.answer_status == AnswerStatus.MISSING]  # fmt: skip
     return list(dict.fromkeys(named))
 
 

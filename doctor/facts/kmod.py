@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.host.base import NOT_CAPTURED
+from dldoctor.host.base import AnswerStatus
 
 MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d")
 
@@ -45,7 +45,7 @@ def modules(ctx: FactContext) -> Modules:
         proc = ctx.host.read("/proc/driver/nvidia/version", max_bytes=4096).require()
         is_open = "Open Kernel Module" in proc.text
         sys_version = ctx.host.read("/sys/module/nvidia/version", max_bytes=256)
-        if sys_version.require(uncaptured_ok=True).status == NOT_CAPTURED:
+        if sys_version.require(uncaptured_ok=True).status == AnswerStatus.NOT_CAPTURED:
             ctx.replaced(sys_version)  # a bug report has /proc/driver/nvidia/version
         said = sys_version.text.strip()
         if said and not _DRIVER_VERSION.fullmatch(said):

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.host.base import DEFAULT_MAX_BYTES, NOT_CAPTURED, Answer, command_key
+from dldoctor.host.base import DEFAULT_MAX_BYTES, Answer, AnswerStatus, command_key
 
 # --- stamped lines ----------------------------------------------------------------------
 
@@ -210,7 +210,9 @@ def kernel_log(ctx: FactContext) -> KernelLogText:
     """
     notes: list[str] = []
     journal = ctx.host.run(list(JOURNAL_ARGV)).require(uncaptured_ok=True)
-    if journal.status == NOT_CAPTURED:  # an nvidia-bug-report has dmesg, not the journal
+    if (
+        journal.status == AnswerStatus.NOT_CAPTURED
+    ):  # an nvidia-bug-report has dmesg, not the journal
         ctx.replaced(journal)
     why = _why_unusable(journal)
     if not why and not _journal_has_entries(journal.value.stdout):
@@ -269,7 +271,9 @@ def _now_epoch(ctx: FactContext) -> tuple[float | None, list[str]]:
 
 def _now_monotonic(ctx: FactContext) -> tuple[float | None, list[str]]:
     answer = ctx.host.read("/proc/uptime", max_bytes=256).require(uncaptured_ok=True)
-    if answer.status == NOT_CAPTURED:  # the ages are unknown, the events are still there
+    if (
+        answer.status == AnswerStatus.NOT_CAPTURED
+    ):  # the ages are unknown, the events are still there
         ctx.replaced(answer)
     if answer.ok:
         first = answer.text.split()[:1]

@@ -27,7 +27,7 @@ import json
 import posixpath
 from typing import TYPE_CHECKING, Any
 
-from dldoctor.host.base import MISSING, RUN, TIMEOUT, Answer, Host, ProbeFailed, op_label
+from dldoctor.host.base import Answer, AnswerStatus, Host, Op, ProbeFailed, op_label
 
 if TYPE_CHECKING:
     from dldoctor.facts import FactContext
@@ -62,7 +62,7 @@ def read_listing(host: Host, path: str, notes: list[str] | None) -> tuple[str, .
 
 
 def _checked(answer: Answer, notes: list[str] | None) -> bool:
-    if answer.status == TIMEOUT:
+    if answer.status == AnswerStatus.TIMEOUT:
         raise ProbeFailed(answer)
     if notes is not None:
         note_unless_missing(notes, answer)
@@ -71,7 +71,7 @@ def _checked(answer: Answer, notes: list[str] | None) -> bool:
 
 def note_unless_missing(notes: list[str], answer: Answer) -> None:
     """An answer that is neither ok nor missing becomes a note of the item it concerns."""
-    if answer.status != MISSING and not answer.ok:
+    if answer.status != AnswerStatus.MISSING and not answer.ok:
         notes.append(describe_in_full(answer))
 
 
@@ -79,7 +79,7 @@ def describe_in_full(answer: Answer) -> str:
     """`answer.describe()` with the whole path: a long sysfs path shortened to its first
     57 characters ("read /sys/class/infiniband/mlx5_0/ports/1/coun...") loses the
     attribute the note is about."""
-    if answer.op == RUN:  # a command line reads well shortened
+    if answer.op == Op.RUN:  # a command line reads well shortened
         return answer.describe()
     short = op_label(answer.op, answer.key)
     return f"{answer.op} {answer.key}{answer.describe()[len(short) :]}"
@@ -158,7 +158,7 @@ def statvfs_sizes(st: Any) -> tuple[int | None, int | None, int | None, int | No
 def _link(ctx: FactContext, path: str) -> Answer:
     # The reading rule: "not a link" is an answer, a readlink that timed out is not.
     answer = ctx.host.readlink(path)
-    if answer.status == TIMEOUT:
+    if answer.status == AnswerStatus.TIMEOUT:
         raise ProbeFailed(answer)
     return answer
 

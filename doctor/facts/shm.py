@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.mountinfo import MOUNTINFO, MOUNTINFO_BYTES, fstype_on, parse_mountinfo
 from dldoctor.facts.reading import statvfs_sizes
-from dldoctor.host.base import MISSING
+from dldoctor.host.base import AnswerStatus
 
 SHM = "/dev/shm"
 THP = "/sys/kernel/mm/transparent_hugepage"
@@ -39,7 +39,7 @@ def dev_shm(ctx: FactContext) -> SharedMemory:
     if answer.ok:
         size, free, _, _, more = statvfs_sizes(answer.value)
         notes.extend(f"{n} for {SHM}" for n in more)
-    elif answer.status == MISSING:
+    elif answer.status == AnswerStatus.MISSING:
         notes.append(f"{SHM} does not exist")
         return SharedMemory(None, None, False, tuple(notes))
     else:
@@ -92,7 +92,7 @@ def transparent_hugepages(ctx: FactContext) -> TransparentHugepages:
     for name in ("enabled", "defrag"):
         for folder in (THP, THP_RHEL6):
             answer = ctx.host.read(f"{folder}/{name}", max_bytes=256).require()
-            if answer.status == MISSING:
+            if answer.status == AnswerStatus.MISSING:
                 continue
             if not answer.ok:
                 notes.append(answer.describe())

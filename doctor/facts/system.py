@@ -14,7 +14,7 @@ from dldoctor import shellwords
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.mountinfo import MOUNTINFO, MOUNTINFO_BYTES, fstype_on, parse_mountinfo
 from dldoctor.facts.reading import SMALL, load_json, note_unless_missing, to_int
-from dldoctor.host.base import MISSING, NOT_INSTALLED, OK
+from dldoctor.host.base import AnswerStatus
 from dldoctor.versions import version_tuple
 
 # --- /etc/os-release ------------------------------------------------------------------
@@ -227,7 +227,7 @@ class PathPython:
 def path_python(ctx: FactContext) -> PathPython | None:
     """None when there is no python3 on PATH (or the bundle has no answer for it)."""
     answer = ctx.host.run(list(PATH_PYTHON_ARGV)).require()
-    if answer.status in (MISSING, NOT_INSTALLED):
+    if answer.status in (AnswerStatus.MISSING, AnswerStatus.NOT_INSTALLED):
         return None
     if not answer.ok:
         return PathPython("", "", (), (answer.describe(),))
@@ -340,7 +340,7 @@ def runtime_from_cgroup(text: str) -> str:
 def container(ctx: FactContext) -> Container:
     host = ctx.host
     strong: list[tuple[str, str]] = []  # (runtime, what was seen): any one settles it
-    if host.read("/run/.containerenv", max_bytes=4096).status == OK:
+    if host.read("/run/.containerenv", max_bytes=4096).status == AnswerStatus.OK:
         strong.append(("podman", "/run/.containerenv exists"))
     if host.read("/var/run/secrets/kubernetes.io/serviceaccount/namespace", max_bytes=256).ok:
         strong.append(("kubernetes", "a Kubernetes service-account token is mounted"))
