@@ -237,7 +237,19 @@ def file_name_text(name: str) -> str:
 
 
 class Host(ABC):
-    """All I/O with the machine. Implementations: LiveHost, RecordingHost, ReplayHost."""
+    """All I/O with the machine. The five hosts a run reads (host/foreign.py's `open_input`
+    picks one for `--from`):
+
+    - `LiveHost` (host/live.py): the machine dldoctor runs on;
+    - `LiveHost(root=...)`: `--root`, a copy of a machine's filesystem (commands and
+      probes still concern this machine);
+    - `ReplayHost` (host/replay.py): a dldoctor bundle, `--from DIR` or its .tar.gz;
+    - `SosReportHost` (host/sosreport.py): a sos report, its tree or its archive;
+    - `BugReportHost` (host/bugreport.py): an nvidia-bug-report.log(.gz).
+
+    `ObservingHost` and `RecordingHost` (host/recording.py) wrap any of them: they see each
+    answer, and the recording one writes them as a bundle (`snapshot`).
+    """
 
     kind = "abstract"
     # What an answer the source does not have means: missing on the host. A foreign capture
