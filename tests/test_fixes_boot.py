@@ -21,6 +21,7 @@ from dldoctor.fixes.plan import FixError, Journal, RunCommand, Target, WriteFile
 from dldoctor.fixes.verify import BOOT_ID, after_boot, recheck, verdict
 from dldoctor.host.live import LiveHost
 from tests.conftest import HOSTS, report_of, run_dldoctor
+from tests.faults import FaultyHost
 from tests.test_fix_plan import Recorder, tree
 from tests.test_host_live import fake_command
 
@@ -350,3 +351,12 @@ echo "linux /vmlinuz-5.15.0-105-generic root=/dev/nvme0n1p2 ro $GRUB_CMDLINE_LIN
     assert {k: v for k, v in after.items() if k not in booted} == {
         k: v for k, v in before.items() if k not in booted
     }  # /etc/default/grub restored, and grub.cfg rebuilt from it as it was
+
+
+def test_grubby_is_not_planned_on_a_command_line_that_could_not_be_read(tmp_path):
+    # read as empty, grubby's undo would remove arguments the running kernel has
+    root = _root(tmp_path, rhel=True, grubby=True)
+    host = FaultyHost(LiveHost(str(root)), "timeout", lambda op, key: key == "/proc/cmdline")
+    steps, notes = kernel_args(Facts(host), ("iommu=pt",))
+    assert steps == ()
+    assert notes[0].startswith("the running kernel's command line: read /proc/cmdline did not")

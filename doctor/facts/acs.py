@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.gpu import normalise_pci_bus_id
 from dldoctor.facts.reading import to_int
+from dldoctor.facts.system import kernel_cmdline
 from dldoctor.host.base import AnswerStatus
 
 # --- ACS from lspci -vvv ----------------------------------------------------------------
@@ -314,10 +315,10 @@ def _group_key(name: str) -> tuple[int, str]:
 def iommu(ctx: FactContext) -> Iommu:
     host = ctx.host
     notes: list[str] = []
-    cmd_answer = host.read("/proc/cmdline", max_bytes=1 << 16).require()
-    if not cmd_answer.ok:
-        notes.append(cmd_answer.describe())
-    params = parse_cmdline_iommu(cmd_answer.text)
+    cmd = ctx.get(kernel_cmdline)
+    if not cmd.ok:
+        notes.append(cmd.why)
+    params = parse_cmdline_iommu(cmd.text)
     cmdline = tuple(f"{k}={v}" if v else k for k, v in params.items())
     hinted = _cmdline_mode(params)
 

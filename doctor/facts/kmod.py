@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.host.base import AnswerStatus
+from dldoctor.facts.system import kernel_cmdline
+from dldoctor.host.base import AnswerStatus, ProbeFailed
 
 MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d")
 
@@ -102,7 +103,12 @@ def blacklist_fact(module: str):
                     path = f"{folder}/{name}"
                     text = ctx.host.read(path, max_bytes=1 << 20).text
                     files.extend(f"{path}: {line}" for line in blacklist_lines(text, module))
-        cmdline = ctx.host.read("/proc/cmdline", max_bytes=1 << 16).text
+        try:
+            cmdline = ctx.get(kernel_cmdline).text
+        except ProbeFailed:
+            if files:  # they keep it out, whatever the command line says
+                return Blacklist(tuple(files))
+            raise  # an unread command line is no "not blacklisted"
         return Blacklist(tuple(files), tuple(cmdline_blacklists(cmdline, module)))
 
     return blacklist

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dldoctor.host.base import Answer, AnswerStatus, Host, Op, ProbeFailed, op_label
@@ -38,6 +39,27 @@ SMALL = 4096  # bytes read of one sysfs attribute
 # would overflow a float). 80 characters hold any of them in any base, sign and prefix.
 INT_BITS = 64
 MAX_INT_CHARS = 80
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """A file read once for every fact that parses it (/proc/cmdline, /proc/cpuinfo). A read
+    that timed out, failed or was not captured raises instead (`read_once`): it is never an
+    empty file."""
+
+    text: str  # "" when not ok
+    status: AnswerStatus = AnswerStatus.OK  # ok, missing or permission_denied
+    why: str = ""  # what the read said when it is not ok
+
+    @property
+    def ok(self) -> bool:
+        return self.status == AnswerStatus.OK
+
+
+def read_once(ctx: FactContext, path: str, *, max_bytes: int) -> FileRead:
+    """`path` as a FileRead; ProbeFailed (NotCaptured) when the read failed."""
+    answer = ctx.host.read(path, max_bytes=max_bytes).require()
+    return FileRead(answer.text, answer.status, "" if answer.ok else answer.describe())
 
 
 def answer_text(answer: Answer, notes: list[str] | None) -> str | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dldoctor.facts import Fact, FactContext, fact
-from dldoctor.facts.mountinfo import MOUNTINFO, MOUNTINFO_BYTES, Mount, parse_mountinfo
+from dldoctor.facts.mountinfo import Mount, mount_table
 from dldoctor.facts.reading import load_json, read_listing, read_text, statvfs_sizes, to_int
 from dldoctor.host.base import Answer, AnswerStatus, Op
 
@@ -275,8 +275,7 @@ def nvme(ctx: FactContext) -> tuple[NvmeController, ...]:
 
 @fact("storage.mounts")
 def mounts(ctx: FactContext) -> tuple[Mount, ...]:
-    answer = ctx.host.read(MOUNTINFO, max_bytes=MOUNTINFO_BYTES).require()
-    return parse_mountinfo(answer.text) if answer.ok else ()
+    return ctx.get(mount_table).mounts
 
 
 def mount_of(path: str, table: Iterable[Mount]) -> Mount | None:
