@@ -293,8 +293,8 @@ def space_lines(
                 f"{s.path} ({s.mount_point}, {s.fstype}): read-only image, no free space by design"
             )
             continue
-        if s.answer_status != "ok" or not s.size_bytes:
-            if s.answer_status in ("timeout", "error"):
+        if s.answer_status != AnswerStatus.OK or not s.size_bytes:
+            if s.answer_status in (AnswerStatus.TIMEOUT, AnswerStatus.ERROR):
                 unknown.append(f"{s.path}: {', '.join(s.notes) or s.answer_status}")
             continue
         pct = 100 * (s.free_bytes or 0) / s.size_bytes
@@ -444,7 +444,7 @@ def network_filesystems(facts: Facts, policy: Policy) -> Outcome:
     hung = [
         f"{f.mount_point} ({f.fstype} from {f.source}): {f.status}"
         for f in found
-        if f.status in ("timeout", "error")
+        if f.status in (AnswerStatus.TIMEOUT, AnswerStatus.ERROR)
     ]
     lines = [
         f"{f.mount_point} ({f.fstype} from {f.source})"
@@ -454,7 +454,7 @@ def network_filesystems(facts: Facts, policy: Policy) -> Outcome:
             else ""
         )
         for f in found
-        if f.status == "ok"
+        if f.status == AnswerStatus.OK
     ]
     if hung:
         # The doctor could not look (the mount hangs): an error naming it, not a verdict.

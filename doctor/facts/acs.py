@@ -339,7 +339,7 @@ def iommu(ctx: FactContext) -> Iommu:
     else:
         notes.append(groups_answer.describe())
 
-    readable = units_answer.status in ("ok", AnswerStatus.MISSING) or groups_answer.ok
+    readable = units_answer.status in (AnswerStatus.OK, AnswerStatus.MISSING) or groups_answer.ok
     if units_answer.status == groups_answer.status == AnswerStatus.MISSING and hinted != "off":
         # Both folders absent: a kernel built without IOMMU support, or a bundle that did
         # not record them. Empty folders are the sure sign of "off".

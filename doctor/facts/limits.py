@@ -196,14 +196,14 @@ def configured_limits(ctx: FactContext) -> ConfiguredLimits:
     listing = host.listdir(LIMITS_D).require()
     if listing.ok:
         paths += [f"{LIMITS_D}/{n}" for n in sorted(listing.value or ()) if n.endswith(".conf")]
-    elif listing.status != "missing":
+    elif listing.status != AnswerStatus.MISSING:
         notes.append(listing.describe())
     entries: list[LimitsEntry] = []
     files: list[str] = []
     for path in paths:
         answer = host.read(path, max_bytes=1 << 20).require()
         if not answer.ok:
-            if answer.status != "missing":
+            if answer.status != AnswerStatus.MISSING:
                 notes.append(answer.describe())
             continue
         files.append(path)

@@ -366,7 +366,7 @@ class Space:
     free_bytes: int | None  # available to unprivileged users (f_bavail)
     inodes: int | None  # None when the filesystem has no fixed inode count
     free_inodes: int | None
-    answer_status: str  # the statvfs answer: "ok", "timeout", "missing", ...
+    answer_status: AnswerStatus  # the statvfs answer
     notes: tuple[str, ...] = ()
     source: str = ""  # what is mounted there: "/dev/nvme0n1p2", "server:/export"
 
