@@ -212,6 +212,7 @@ def test_every_entry_point_is_listed():
     missed = {e for e in entry_points - set(BY_CONTRACT) if e.rsplit(".", 1)[1] not in PARSERS}
     assert missed == set(), "add each to PARSERS (and a seed to SEEDS)"
 
+
 # Parsers without a capture of their own still get realistic text to mutate.
 SEEDS = {
     "parse_proc_modules": "nvidia_uvm 1531904 4 - Live 0x0000000000000000 (POE)\n",
@@ -255,7 +256,7 @@ SEEDS = {
     "command_words": '/usr/bin/lspci -d "10de:*" -v -xxx',
     "mdadm_section": "/dev/md0:\n     Raid Level : raid1\n/dev/md1:\n     Raid Level : raid0\n",
     "shorten": "GPU 0 has fallen off the bus: Xid 79 on 0000:18:00.0",
-    "quoted": "/etc/os-release: PRETTY_NAME=\"Ubuntu 22.04.4 LTS\"",
+    "quoted": '/etc/os-release: PRETTY_NAME="Ubuntu 22.04.4 LTS"',
     "remediation_text": "Run `nvidia-smi -r` then `sudo systemctl restart nvidia-fabricmanager`.",
     "commands_in": "Run `nvidia-smi -r` then `sudo systemctl restart nvidia-fabricmanager`.",
     "basic_string": 'a "quoted" \\ path\twith\x01control',
