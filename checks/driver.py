@@ -23,6 +23,7 @@ from dldoctor.facts.kmod import modules, nouveau_blacklist
 from dldoctor.facts.nvidia import library_version, no_nvidia_device, nvidia
 from dldoctor.facts.pci import NVIDIA, pci_devices
 from dldoctor.facts.system import container
+from dldoctor.host.base import ProbeFailed
 from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
@@ -195,24 +196,35 @@ def nouveau(facts: Facts, policy: Policy) -> Outcome:
     mods = facts.get(modules)
     bus = facts.get(pci_devices)
     held = [d.address for d in bus.devices if d.driver == "nouveau"]
-    blacklist = facts.get(nouveau_blacklist)
-    details = [*blacklist.files, *blacklist.cmdline]
     if held:
-        return failed(f"Nouveau drives {', '.join(held)}: the NVIDIA driver cannot bind", details)
+        why = f"Nouveau drives {', '.join(held)}: the NVIDIA driver cannot bind"
+        return failed(why, _blacklist_details(facts))
     if "nouveau" in mods.loaded:
         if no_nvidia_device(facts):  # it drives nothing here, and the fix is not needed
             return skipped("no NVIDIA device on the PCI bus (the nouveau module is loaded)")
-        return failed("the nouveau module is loaded", details)
+        return failed("the nouveau module is loaded", _blacklist_details(facts))
     if not bus.gpus(NVIDIA):
         return skipped("no NVIDIA GPU on the PCI bus")
     if facts.get(container).in_container:
         return passed("not loaded (the blacklist is the host's, not this container's)")
+    blacklist = facts.get(nouveau_blacklist)  # an unread command line: no verdict (error)
+    details = [*blacklist.files, *blacklist.cmdline]
     if not blacklist.blacklisted:
         return warned(
             "Nouveau is not loaded but not blacklisted either: it may load on a "
             "kernel or driver update"
         )
     return passed("not loaded, blacklisted", details)
+
+
+def _blacklist_details(facts: Facts) -> list[str]:
+    """What blacklists Nouveau, beside a failure that stands without it (Nouveau holds the
+    GPU whatever the command line says)."""
+    try:
+        blacklist = facts.get(nouveau_blacklist)
+    except ProbeFailed as exc:
+        return [f"the blacklists are not known: {exc}"]
+    return [*blacklist.files, *blacklist.cmdline]
 
 
 @check(

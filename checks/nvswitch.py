@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from dldoctor.facts import FactFailed, Facts
-from dldoctor.facts.kmsg import SXID_FATAL, SXID_IGNORE, SxidEvent, sxid_events
 from dldoctor.facts.pci import pci_devices
+from dldoctor.facts.sxid import SXID_FATAL, SXID_IGNORE, SxidEvent, sxid_events
 from dldoctor.host.base import ProbeFailed
 from dldoctor.model import Outcome, failed, passed, skipped, warned
 from dldoctor.policy import Policy

@@ -9,7 +9,7 @@ from dldoctor.facts import Facts
 from dldoctor.facts.mdraid import MdadmDetail, MdArray, MemberMap, SyncProgress, md_raid, member_map
 from dldoctor.facts.rdma import rdma_devices
 from dldoctor.facts.storage import Space, mounts, netfs, nvme, space, space_fact
-from dldoctor.host.base import MISSING
+from dldoctor.host.base import AnswerStatus
 from dldoctor.model import Outcome, Status, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
@@ -293,8 +293,8 @@ def space_lines(
                 f"{s.path} ({s.mount_point}, {s.fstype}): read-only image, no free space by design"
             )
             continue
-        if s.answer_status != "ok" or not s.size_bytes:
-            if s.answer_status in ("timeout", "error"):
+        if s.answer_status != AnswerStatus.OK or not s.size_bytes:
+            if s.answer_status in (AnswerStatus.TIMEOUT, AnswerStatus.ERROR):
                 unknown.append(f"{s.path}: {', '.join(s.notes) or s.answer_status}")
             continue
         pct = 100 * (s.free_bytes or 0) / s.size_bytes
@@ -321,7 +321,7 @@ def absent(spaces: tuple[Space, ...], policy: Policy) -> list[str]:
     keys = {**{p: "checkpoint_paths" for p in st.checkpoint_paths},
             **{p: "data_paths" for p in st.data_paths}}  # fmt: skip
     named = [f"{s.path} ([storage] {keys[s.path]})" for s in spaces
-             if s.path in keys and s.answer_status == MISSING]  # fmt: skip
+             if s.path in keys and s.answer_status == AnswerStatus.MISSING]  # fmt: skip
     return list(dict.fromkeys(named))
 
 
@@ -444,7 +444,7 @@ def network_filesystems(facts: Facts, policy: Policy) -> Outcome:
     hung = [
         f"{f.mount_point} ({f.fstype} from {f.source}): {f.status}"
         for f in found
-        if f.status in ("timeout", "error")
+        if f.status in (AnswerStatus.TIMEOUT, AnswerStatus.ERROR)
     ]
     lines = [
         f"{f.mount_point} ({f.fstype} from {f.source})"
@@ -454,7 +454,7 @@ def network_filesystems(facts: Facts, policy: Policy) -> Outcome:
             else ""
         )
         for f in found
-        if f.status == "ok"
+        if f.status == AnswerStatus.OK
     ]
     if hung:
         # The doctor could not look (the mount hangs): an error naming it, not a verdict.

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dldoctor.checks.needs import WHY, kernel_log_readable, needs
 from dldoctor.facts import Facts
 from dldoctor.facts import gpu as g
-from dldoctor.facts.kmsg import KernelLog, xid_events
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import NVIDIA, pci_devices
+from dldoctor.facts.xid import KernelLog, xid_events
 from dldoctor.model import Outcome, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check

@@ -25,7 +25,6 @@ from dldoctor.facts import Fact, Facts
 from dldoctor.facts.cudalibs import cudnn as cudnn_fact
 from dldoctor.facts.cudalibs import nccl as nccl_fact
 from dldoctor.facts.frameworks import frameworks as frameworks_fact
-from dldoctor.facts.kmsg import xid_events
 from dldoctor.facts.mdraid import md_raid
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pcie import pcie_links
@@ -35,6 +34,7 @@ from dldoctor.facts.storage import network_mounts
 from dldoctor.facts.storage import nvme as nvme_fact
 from dldoctor.facts.system import dmi, kernel, os_release
 from dldoctor.facts.toolkit import toolkits as toolkits_fact
+from dldoctor.facts.xid import xid_events
 
 T = TypeVar("T")
 

@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from dldoctor.host.base import AnswerStatus, Op
+
 SCHEMA_VERSION = 1
 
 # What a finding quotes of the host, whichever check wrote it: a summary is a line, a
@@ -69,11 +71,11 @@ class Evidence:
 
     def __str__(self) -> str:
         status = self.status
-        if self.op == "link" and status == "error":
+        if self.op == Op.LINK and status == AnswerStatus.ERROR:
             # readlink of a path that is not a link fails (EINVAL), and the facts ask it of
             # every path they resolve: the normal "no", not a failure to look.
             status = "not a link"
-        suffix = "" if status == "ok" else f" ({status})"
+        suffix = "" if status == AnswerStatus.OK else f" ({status})"
         return f"{self.op} {self.key}{suffix}"
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dldoctor.facts import Fact, FactFailed, Facts
-from dldoctor.host.base import NOT_CAPTURED, NotCaptured, ProbeFailed
+from dldoctor.host.base import AnswerStatus, NotCaptured, ProbeFailed
 from dldoctor.model import Evidence, Finding, Outcome, Status
 from dldoctor.policy import Policy
 from dldoctor.registry import CheckSpec
@@ -116,7 +116,9 @@ def _uncaptured(outcome: Outcome, evidence: Sequence[Evidence], facts: Facts) ->
     FactContext.replaced.) A live host and a dldoctor bundle never answer `not_captured`."""
     missing = list(
         dict.fromkeys(
-            facts.uncaptured_reason(e.op, e.key) for e in evidence if e.status == NOT_CAPTURED
+            facts.uncaptured_reason(e.op, e.key)
+            for e in evidence
+            if e.status == AnswerStatus.NOT_CAPTURED
         )
     )
     if not missing:

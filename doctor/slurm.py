@@ -234,7 +234,7 @@ def _checks_named(reason: str) -> str:
 
 def _scontrol(host, *args: str) -> str:
     answer = host.run(["scontrol", *args], timeout=SCONTROL_TIMEOUT_S)
-    if answer.status != "ok":
+    if not answer.ok:
         raise SlurmError(answer.describe())
     result = answer.value
     if result.returncode != 0:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dldoctor.facts import FactFailed, Facts
 from dldoctor.facts.acs import iommu
 from dldoctor.facts.cpu import cpu_info
+from dldoctor.facts.system import kernel_cmdline
 from dldoctor.fixes.gpu import family
 from dldoctor.fixes.looking import names_in
 from dldoctor.fixes.plan import Plan, RunCommand, Step, WriteFile
@@ -142,7 +143,11 @@ def kernel_args(facts: Facts, args: Sequence[str]) -> tuple[tuple[Step, ...], tu
         )
         return (*edit, RunCommand(("update-grub",), regenerate=True)), notes
     if any(_exists(host, p) for p in GRUBBY):
-        steps = (*edit, *_grubby(host, args))
+        try:
+            running = facts.get(kernel_cmdline).text.split()
+        except ProbeFailed as failed:  # read as empty, undo would remove what was there
+            return (), (f"the running kernel's command line: {failed.answer.describe()}: {how}",)
+        steps = (*edit, *_grubby(args, running))
         there = f"{' '.join(args)} already in {GRUB_DEFAULTS} and on the running kernel's"
         return steps, () if steps else (f"{there} command line: nothing to change",)
     cfg = _grub_cfg(host)
@@ -152,11 +157,10 @@ def kernel_args(facts: Facts, args: Sequence[str]) -> tuple[tuple[Step, ...], tu
     return (*edit, RunCommand(("grub2-mkconfig", "-o", cfg), regenerate=True)), ()
 
 
-def _grubby(host, args: Sequence[str]) -> tuple[RunCommand, ...]:
+def _grubby(args: Sequence[str], running: Sequence[str]) -> tuple[RunCommand, ...]:
     """grubby on every boot entry (BLS entries on RHEL 8 and later). Its undo removes what
     it added and puts back what it replaced, as the running kernel's command line had it;
     arguments the running kernel already has are not given, so undo never removes them."""
-    running = host.read("/proc/cmdline").text.split()
     new = [a for a in args if a not in running]
     if not new:
         return ()

@@ -9,7 +9,7 @@ from dldoctor.facts import Facts
 from dldoctor.facts.shm import SHM, dev_shm
 from dldoctor.facts.system import cgroup_memory_limit, container, memory
 from dldoctor.fixes.plan import Plan, RunCommand, WriteFile
-from dldoctor.host.base import MISSING
+from dldoctor.host.base import AnswerStatus
 from dldoctor.policy import Policy
 
 FIX = "fix.memory.devshm"
@@ -69,7 +69,7 @@ def devshm(facts: Facts, policy: Policy) -> Plan:
         now = RunCommand(("mount", "-t", "tmpfs", "-o", f"nosuid,nodev,size={size}", "tmpfs", SHM),
                          undo_argv=("umount", SHM))  # fmt: skip
     answer = facts.host.read(FSTAB)
-    if not answer.ok and answer.status != MISSING:
+    if not answer.ok and answer.status != AnswerStatus.MISSING:
         return plan((now,), f"{answer.describe()}: left as it is; {by_hand}")
     fstab = with_shm_size(answer.value if answer.ok else b"", size)
     if fstab is None:

@@ -23,20 +23,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dldoctor import __version__
-from dldoctor.host.base import (
-    ERROR,
-    LINK,
-    LIST,
-    MISSING,
-    OK,
-    PROBE,
-    READ,
-    RUN,
-    STATUSES,
-    STATVFS,
-    Answer,
-    command_key,
-)
+from dldoctor.host.base import STATUSES, Answer, AnswerStatus, Op, command_key
 from dldoctor.host.paths import resolve_in_root
 
 FORMAT = "dldoctor-bundle"
@@ -127,7 +114,7 @@ def write_bundle(
     report: dict | None = None,
     argv: Sequence[str] = (),
     extra_files: dict[str, bytes] | None = None,
-    absent: str = MISSING,
+    absent: str = AnswerStatus.MISSING,
 ) -> str:
     """Write a bundle directory at `dest` (which must not exist) and return its path.
 
@@ -144,8 +131,8 @@ def write_bundle(
     return dest
 
 
-def _write_tree(root, answers, report, argv, extra_files, absent=MISSING) -> None:
-    index: dict[str, dict[str, Any]] = {READ: {}, LIST: {}, LINK: {}, STATVFS: {}}
+def _write_tree(root, answers, report, argv, extra_files, absent=AnswerStatus.MISSING) -> None:
+    index: dict[str, dict[str, Any]] = {Op.READ: {}, Op.LIST: {}, Op.LINK: {}, Op.STATVFS: {}}
     written: dict[str, bytes] = {}
     folder_argv: dict[str, list[str]] = {}
 
@@ -162,27 +149,27 @@ def _write_tree(root, answers, report, argv, extra_files, absent=MISSING) -> Non
 
     for answer, cmd_argv in answers:
         meta = _answer_meta(answer)
-        if answer.op == READ:
+        if answer.op == Op.READ:
             # A key like "/a/../../x" (from an unnormalised PATH entry) must not climb out.
             rel = f"{FILES}/{posixpath.normpath('/' + answer.key).lstrip('/')}"
             if answer.ok and put(rel, answer.value):
                 continue
             if answer.ok:  # cannot live in files/: keep the bytes in the index instead
                 meta["content_b64"] = base64.b64encode(answer.value).decode()
-            index[READ][answer.key] = meta
-        elif answer.op == LIST:
+            index[Op.READ][answer.key] = meta
+        elif answer.op == Op.LIST:
             if answer.ok:
                 meta["entries"] = list(answer.value)
-            index[LIST][answer.key] = meta
-        elif answer.op == LINK:
+            index[Op.LIST][answer.key] = meta
+        elif answer.op == Op.LINK:
             if answer.ok:
                 meta["target"] = answer.value
-            index[LINK][answer.key] = meta
-        elif answer.op == STATVFS:
+            index[Op.LINK][answer.key] = meta
+        elif answer.op == Op.STATVFS:
             if answer.ok:
                 meta["value"] = answer.value
-            index[STATVFS][answer.key] = meta
-        elif answer.op == RUN:
+            index[Op.STATVFS][answer.key] = meta
+        elif answer.op == Op.RUN:
             plain, hashed = command_folders(cmd_argv)
             meta["argv"] = list(cmd_argv)
             name = plain if folder_argv.setdefault(plain, meta["argv"]) == meta["argv"] else hashed
@@ -192,7 +179,7 @@ def _write_tree(root, answers, report, argv, extra_files, absent=MISSING) -> Non
                 put(f"{folder}/stdout", answer.value.stdout)
                 put(f"{folder}/stderr", answer.value.stderr)
             put(f"{folder}/command.json", _json_bytes(meta))
-        elif answer.op == PROBE:
+        elif answer.op == Op.PROBE:
             if answer.ok:
                 meta["value"] = answer.value
             put(probe_relpath(answer.key), _json_bytes(meta))
@@ -210,7 +197,9 @@ def _write_tree(root, answers, report, argv, extra_files, absent=MISSING) -> Non
         "argv": list(argv),
         "files": file_digests(written),
     }
-    if absent != MISSING:  # converted from a capture: what it lacks was never looked at
+    if (
+        absent != AnswerStatus.MISSING
+    ):  # converted from a capture: what it lacks was never looked at
         manifest["absent"] = absent
     put(MANIFEST, _json_bytes(manifest))
 
@@ -404,7 +393,7 @@ class BundleReader:
             return hashed[key]
 
 
-def status_of(meta: dict[str, Any]) -> str:
+def status_of(meta: dict[str, Any]) -> AnswerStatus:
     """The recorded status; anything that is not one of the Host's statuses is an error."""
-    status = meta.get("status", OK)
-    return status if status in STATUSES else ERROR
+    status = meta.get("status", AnswerStatus.OK)
+    return AnswerStatus(status) if status in STATUSES else AnswerStatus.ERROR

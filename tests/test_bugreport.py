@@ -13,13 +13,13 @@ import pytest
 
 from dldoctor.facts import Facts
 from dldoctor.facts.kmod import modules
-from dldoctor.facts.kmsg import xid_events
 from dldoctor.facts.lspci import LspciBus, parse_lspci
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.nvsmi_text import parse_nvidia_smi_text
 from dldoctor.facts.pci import pci_devices
 from dldoctor.facts.pcie import pcie_links
-from dldoctor.host.base import MISSING, NOT_CAPTURED, OK, NotCaptured
+from dldoctor.facts.xid import xid_events
+from dldoctor.host.base import AnswerStatus, NotCaptured
 from dldoctor.host.bugreport import (
     BadLog,
     BugReportHost,
@@ -107,19 +107,19 @@ def test_the_host_answers_what_the_log_holds_and_nothing_else():
     assert host.read("/proc/driver/nvidia/version").text.startswith(
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  352.63"
     )
-    assert host.read("/proc/pci").status == MISSING  # the log says it does not exist
+    assert host.read("/proc/pci").status == AnswerStatus.MISSING  # the log says it does not exist
     mdstat = host.read("/proc/mdstat")  # never looked at: not "missing on the host"
     assert (mdstat.status, mdstat.error) == (
-        NOT_CAPTURED,
+        AnswerStatus.NOT_CAPTURED,
         "not in this nvidia-bug-report (/proc/mdstat, not captured)",
     )
-    assert host.run(["nvidia-smi", "-q", "-x"]).status == NOT_CAPTURED
+    assert host.run(["nvidia-smi", "-q", "-x"]).status == AnswerStatus.NOT_CAPTURED
     assert host.run(["nvidia-smi", "-q"]).value.stdout.count(b"NVSMI LOG") == 1
     assert host.run(["uname", "-a"]).text.startswith("Linux shield-616-2 4.2.0-22-generic")
     assert host.read("/proc/sys/kernel/hostname").text == "shield-616-2\n"
     for answer in (host.listdir("/sys/bus/pci/devices"), host.readlink("/sys/bus/pci/devices/x"),
                    host.statvfs("/"), host.probe("nvml")):  # fmt: skip
-        assert answer.status == NOT_CAPTURED
+        assert answer.status == AnswerStatus.NOT_CAPTURED
     assert host.describe() == (
         "nvidia-bug-report of shield-616-2, collected Mon Dec 21 01:42:03 MST 2015"
     )
@@ -292,7 +292,7 @@ def test_every_outcome_resting_on_an_uncaptured_answer_is_a_skip_saying_so(log):
     findings = _findings(path)
     judged = 0
     for f in findings:
-        uncaptured = [e for e in f["evidence"] if e["status"] == NOT_CAPTURED]
+        uncaptured = [e for e in f["evidence"] if e["status"] == AnswerStatus.NOT_CAPTURED]
         if uncaptured:
             assert f["status"] == "skip", f
             assert "not captured" in f["summary"], f
@@ -317,7 +317,7 @@ def test_bundles_and_live_hosts_never_answer_not_captured():
     # The golden files of every fixture host are unchanged by this status; a bundle that
     # lacks a file still means "missing on that host".
     findings = _findings(HOSTS / "ubuntu2204-healthy")
-    assert all(e["status"] != NOT_CAPTURED for f in findings for e in f["evidence"])
+    assert all(e["status"] != AnswerStatus.NOT_CAPTURED for f in findings for e in f["evidence"])
     assert all("not captured" not in f["summary"] for f in findings)
 
 
@@ -367,12 +367,12 @@ def test_a_converted_bundle_still_says_not_captured_for_what_no_one_asked(tmp_pa
     folder = tmp_path / "case"
     proc = run_dldoctor("snapshot", "--dir", "--from", str(REAL), "-o", str(folder))
     assert proc.returncode == 0, proc.stderr
-    assert json.loads((folder / "manifest.json").read_text())["absent"] == NOT_CAPTURED
+    assert json.loads((folder / "manifest.json").read_text())["absent"] == AnswerStatus.NOT_CAPTURED
     converted, ordinary = ReplayHost(str(folder)), ReplayHost(str(HOSTS / "ubuntu2204-healthy"))
-    assert converted.read("/etc/never-asked").status == NOT_CAPTURED
-    assert converted.run(["never-run"]).status == NOT_CAPTURED
-    assert converted.read("/proc/modules").status == OK  # what the log held is kept
-    assert ordinary.read("/etc/never-asked").status == MISSING
+    assert converted.read("/etc/never-asked").status == AnswerStatus.NOT_CAPTURED
+    assert converted.run(["never-run"]).status == AnswerStatus.NOT_CAPTURED
+    assert converted.read("/proc/modules").status == AnswerStatus.OK  # what the log held is kept
+    assert ordinary.read("/etc/never-asked").status == AnswerStatus.MISSING
     again = tmp_path / "again"
     proc = run_dldoctor("snapshot", "--dir", "--from", str(HOSTS / "ubuntu2204-healthy"),
                         "-o", str(again))  # fmt: skip
@@ -446,7 +446,7 @@ def test_every_answer_of_a_parsed_log_is_one_of_the_host_statuses(tmp_path):
     statuses = {host.read(s.name).status for s in host.report.sections if s.kind != "command"}
     statuses |= {host.run(list(command_words(s.name))).status
                  for s in host.report.sections if s.kind == "command" and command_words(s.name)}  # fmt: skip
-    assert statuses <= {OK, MISSING}
+    assert statuses <= {AnswerStatus.OK, AnswerStatus.MISSING}
 
 
 def test_the_app_shows_the_log_as_its_read_only_source():

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from dldoctor.host import MISSING, OK, TIMEOUT, LiveHost, RecordingHost
-from dldoctor.host.base import ERROR, PERMISSION_DENIED, Answer
+from dldoctor.host import AnswerStatus, LiveHost, RecordingHost
+from dldoctor.host.base import Answer
 from dldoctor.host.replay import ReplayHost
 from dldoctor.snapshots import bundle as bundle_mod
 from dldoctor.snapshots.bundle import (
@@ -70,8 +70,8 @@ def comparable(answer: Answer):
 
 def test_record_write_replay_gives_the_same_answers(tmp_path):
     host, calls, live = record_sample(tmp_path)
-    assert [a.status for a in live] == [OK, MISSING, OK, MISSING, OK, OK, OK, TIMEOUT,
-                                        "not_installed", OK, "error"]  # fmt: skip
+    assert [a.status for a in live] == [AnswerStatus.OK, AnswerStatus.MISSING, AnswerStatus.OK, AnswerStatus.MISSING, AnswerStatus.OK, AnswerStatus.OK, AnswerStatus.OK, AnswerStatus.TIMEOUT,
+                                        "not_installed", AnswerStatus.OK, "error"]  # fmt: skip
     bundle = host.write_bundle(str(tmp_path / "bundle"), argv=["test"])
     replay = ReplayHost(bundle)
     assert [comparable(call(replay)) for call in calls] == [comparable(a) for a in live]
@@ -95,7 +95,7 @@ def test_write_refuses_an_existing_path_and_leaves_nothing_half_written(tmp_path
         pass
 
     def exploding():
-        yield (Answer("read", "/a", OK, b"a"), None)
+        yield (Answer("read", "/a", AnswerStatus.OK, b"a"), None)
         raise Boom
 
     with pytest.raises(Boom):
@@ -104,8 +104,8 @@ def test_write_refuses_an_existing_path_and_leaves_nothing_half_written(tmp_path
 
 
 def test_a_file_that_is_also_a_folder_survives(tmp_path):
-    answers = [(Answer("read", "/sys/a", OK, b"file"), None),
-               (Answer("read", "/sys/a/b", OK, b"below"), None)]  # fmt: skip
+    answers = [(Answer("read", "/sys/a", AnswerStatus.OK, b"file"), None),
+               (Answer("read", "/sys/a/b", AnswerStatus.OK, b"below"), None)]  # fmt: skip
     replay = ReplayHost(write_bundle(str(tmp_path / "b"), answers))
     assert replay.read("/sys/a").value == b"file"
     assert replay.read("/sys/a/b").value == b"below"
@@ -115,8 +115,8 @@ def test_colliding_command_names_keep_both(tmp_path):
     a, b = ["tool", "a b"], ["tool", "a_b"]
     assert command_folders(a)[0] == command_folders(b)[0]
     answers = [
-        (Answer("run", "x", OK, _result(b"A")), a),
-        (Answer("run", "y", OK, _result(b"B")), b),
+        (Answer("run", "x", AnswerStatus.OK, _result(b"A")), a),
+        (Answer("run", "y", AnswerStatus.OK, _result(b"B")), b),
     ]
     replay = ReplayHost(write_bundle(str(tmp_path / "b"), answers))
     assert replay.run(a).value.stdout == b"A"
@@ -136,22 +136,26 @@ def test_hand_written_bundle_needs_no_metadata(tmp_path):
     replay = ReplayHost(str(b.root))
     assert replay.read("/proc/meminfo").text == "MemTotal: 1 kB\n"
     answer = replay.run(["nvidia-smi", "-q", "-x"])
-    assert (answer.status, answer.value.returncode, answer.text) == (OK, 0, "<nvidia_smi_log/>")
-    assert replay.run(["lspci"]).status == MISSING
-    assert replay.statvfs("/").status == MISSING
-    assert replay.probe("nvml").status == MISSING
+    assert (answer.status, answer.value.returncode, answer.text) == (
+        AnswerStatus.OK,
+        0,
+        "<nvidia_smi_log/>",
+    )
+    assert replay.run(["lspci"]).status == AnswerStatus.MISSING
+    assert replay.statvfs("/").status == AnswerStatus.MISSING
+    assert replay.probe("nvml").status == AnswerStatus.MISSING
 
 
 def test_recorded_non_ok_answers_replay(tmp_path):
     b = (BundleBuilder(tmp_path / "b")
-         .answer("read", "/proc/1/environ", status=PERMISSION_DENIED)
-         .answer("statvfs", "/mnt/lustre", status=TIMEOUT, timeout_s=5.0)
-         .command(["nvidia-smi"], status=TIMEOUT, timeout_s=10.0))  # fmt: skip
+         .answer("read", "/proc/1/environ", status=AnswerStatus.PERMISSION_DENIED)
+         .answer("statvfs", "/mnt/lustre", status=AnswerStatus.TIMEOUT, timeout_s=5.0)
+         .command(["nvidia-smi"], status=AnswerStatus.TIMEOUT, timeout_s=10.0))  # fmt: skip
     replay = ReplayHost(str(b.root))
-    assert replay.read("/proc/1/environ").status == PERMISSION_DENIED
+    assert replay.read("/proc/1/environ").status == AnswerStatus.PERMISSION_DENIED
     hung = replay.statvfs("/mnt/lustre")
-    assert (hung.status, hung.timeout_s) == (TIMEOUT, 5.0)
-    assert replay.run(["nvidia-smi"]).status == TIMEOUT
+    assert (hung.status, hung.timeout_s) == (AnswerStatus.TIMEOUT, 5.0)
+    assert replay.run(["nvidia-smi"]).status == AnswerStatus.TIMEOUT
 
 
 def test_links_in_a_bundle_never_leave_it(tmp_path):
@@ -163,8 +167,8 @@ def test_links_in_a_bundle_never_leave_it(tmp_path):
     (b.root / "commands/cat").mkdir(parents=True)
     os.symlink(str(outside), b.root / "commands/cat/stdout")
     replay = ReplayHost(str(b.root))
-    assert replay.read("/etc/passwd").status == MISSING
-    assert replay.read("/etc/up").status == MISSING
+    assert replay.read("/etc/passwd").status == AnswerStatus.MISSING
+    assert replay.read("/etc/up").status == AnswerStatus.MISSING
     assert replay.run(["cat"]).value.stdout == b""
     assert replay.readlink("/etc/passwd").value == str(outside)  # the link text, not its target
 
@@ -191,8 +195,8 @@ def test_bad_entries_become_error_answers(tmp_path):
     (b.root / "probes").mkdir()
     (b.root / "probes/python.json").write_text("[]")
     replay = ReplayHost(str(b.root))
-    assert replay.read("/x").status == ERROR
-    assert replay.probe("python").status == ERROR
+    assert replay.read("/x").status == AnswerStatus.ERROR
+    assert replay.probe("python").status == AnswerStatus.ERROR
 
 
 def test_edited_files_are_detected(tmp_path):
@@ -207,12 +211,12 @@ def test_a_files_link_to_root_does_not_expose_this_machine(tmp_path):
     bundle.mkdir()
     os.symlink("/", bundle / "files")
     replay = ReplayHost(str(bundle))
-    assert replay.read("/etc/os-release").status == MISSING
-    assert replay.read("/proc/meminfo").status == MISSING
+    assert replay.read("/etc/os-release").status == AnswerStatus.MISSING
+    assert replay.read("/proc/meminfo").status == AnswerStatus.MISSING
 
 
 def test_keys_that_climb_stay_inside_when_written(tmp_path):
-    answers = [(Answer("read", "/../../escaped.txt", OK, b"hi"), None)]
+    answers = [(Answer("read", "/../../escaped.txt", AnswerStatus.OK, b"hi"), None)]
     bundle = write_bundle(str(tmp_path / "out" / "b"), answers)
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "out/escaped.txt").exists()
     assert (tmp_path / "out/b/files/escaped.txt").read_bytes() == b"hi"
@@ -221,7 +225,7 @@ def test_keys_that_climb_stay_inside_when_written(tmp_path):
 
 def test_unknown_statuses_and_bad_manifest_types(tmp_path):
     b = BundleBuilder(tmp_path / "b").command(["x"], status="weird")
-    assert ReplayHost(str(b.root)).run(["x"]).status == ERROR
+    assert ReplayHost(str(b.root)).run(["x"]).status == AnswerStatus.ERROR
     (b.root / "manifest.json").write_text('{"format": "dldoctor-bundle", "files": []}')
     with pytest.raises(BundleError, match="'files' must map"):
         BundleReader(str(b.root))
@@ -436,4 +440,4 @@ def test_a_json_document_of_too_many_values_is_refused_before_parsing(tmp_path):
     assert time.thread_time() - started < 1.0
     (tmp_path / "b/answers.json").unlink()
     (tmp_path / "b/nvml.json").write_text("[" + "0," * count + "0]")
-    assert ReplayHost(str(tmp_path / "b")).probe("nvml").status == ERROR
+    assert ReplayHost(str(tmp_path / "b")).probe("nvml").status == AnswerStatus.ERROR

@@ -9,7 +9,7 @@ import types
 import pytest
 
 from dldoctor.facts import FactFailed, Facts, fact
-from dldoctor.host import TIMEOUT, Answer, ProbeFailed
+from dldoctor.host import Answer, AnswerStatus, ProbeFailed
 from dldoctor.host.live import CHILDREN, LiveHost
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status, passed
@@ -72,7 +72,7 @@ def test_a_failing_fact_fails_every_asker_the_same_way(tmp_path):
 
 
 def test_a_probe_timeout_surfaces_as_probe_failed(tmp_path):
-    b = BundleBuilder(tmp_path / "b").command(["lspci"], status=TIMEOUT, timeout_s=3.0)
+    b = BundleBuilder(tmp_path / "b").command(["lspci"], status=AnswerStatus.TIMEOUT, timeout_s=3.0)
 
     @fact("pci")
     def pci(ctx):
@@ -140,7 +140,7 @@ def wrong_check(facts, policy):
 
 @check("t.probe", "Probe times out")
 def probe_check(facts, policy):
-    raise ProbeFailed(Answer("run", "nvidia-smi", TIMEOUT, timeout_s=2.0))
+    raise ProbeFailed(Answer("run", "nvidia-smi", AnswerStatus.TIMEOUT, timeout_s=2.0))
 
 
 for _fn in (ok_check, crash_check, hang_check, wrong_check, probe_check):
@@ -267,5 +267,5 @@ def test_the_probe_window_bounds_a_chain_of_hung_commands(tmp_path):
     answers = returns(Facts(host).get, chain)
     assert answers[0].describe() == "`hung0` did not answer within 1 s (timed out)"
     assert answers[1].timeout_s < 1.0  # what was left of the window, not a timeout of its own
-    assert [a.status for a in answers] == [TIMEOUT] * 3
+    assert [a.status for a in answers] == [AnswerStatus.TIMEOUT] * 3
     assert answers[2].describe() == "`hung2` was not run: the run's probe time (1.3 s) was used up"

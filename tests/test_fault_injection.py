@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dldoctor.diagnose import diagnose
-from dldoctor.host.base import LIST, READ, RUN
+from dldoctor.host.base import Op
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Finding, Status
 from dldoctor.policy import Policy
@@ -88,7 +88,7 @@ def test_every_probe_faulted_at_once(scenario, fault):
     host, before, _ = baseline(scenario)
     # Huge listings at every level multiply (5,000 devices x 5,000 ports x ...): no host
     # or bundle can hold that; huge contents at once are the test.
-    chosen = (lambda op, key: op != LIST) if fault == "huge" else (lambda op, key: True)
+    chosen = (lambda op, key: op != Op.LIST) if fault == "huge" else (lambda op, key: True)
     faulty = FaultyHost(host, fault, chosen)
     report = run(faulty, SPECS)
     assert faulty.hits > 0
@@ -177,7 +177,7 @@ def test_checks_survive_a_mutated_answer(scenario, pick, edits, cut):
     """Any real file or command output of a fixture host, cut short or with a hostile piece
     written into it: every check that reads it ends with a reason, never a crash or hang."""
     host, before, asked = baseline(scenario)
-    keys = sorted(k for k in set().union(*asked.values()) if k[0] in (READ, RUN))
+    keys = sorted(k for k in set().union(*asked.values()) if k[0] in (Op.READ, Op.RUN))
     op, key = keys[int(pick * len(keys))]
     specs = [s for s in SPECS if (op, key) in asked[s.id]]
     faulty = FaultyHost(

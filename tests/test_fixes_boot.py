@@ -23,6 +23,7 @@ from dldoctor.host.live import LiveHost
 from dldoctor.policy import Policy
 from tests.support.cli import report_of, run_dldoctor
 from tests.support.commands import fake_command
+from tests.support.faults import FaultyHost
 from tests.support.fixroots import IOMMU_HOST, IOMMU_PASSTHROUGH, iommu_root
 from tests.support.paths import HOSTS
 from tests.support.recording import Recorder
@@ -357,3 +358,12 @@ echo "linux /vmlinuz-5.15.0-105-generic root=/dev/nvme0n1p2 ro $GRUB_CMDLINE_LIN
     assert {k: v for k, v in after.items() if k not in booted} == {
         k: v for k, v in before.items() if k not in booted
     }  # /etc/default/grub restored, and grub.cfg rebuilt from it as it was
+
+
+def test_grubby_is_not_planned_on_a_command_line_that_could_not_be_read(tmp_path):
+    # read as empty, grubby's undo would remove arguments the running kernel has
+    root = _root(tmp_path, rhel=True, grubby=True)
+    host = FaultyHost(LiveHost(str(root)), "timeout", lambda op, key: key == "/proc/cmdline")
+    steps, notes = kernel_args(Facts(host), ("iommu=pt",))
+    assert steps == ()
+    assert notes[0].startswith("the running kernel's command line: read /proc/cmdline did not")

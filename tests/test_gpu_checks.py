@@ -204,3 +204,23 @@ def test_compute_mode_on_real_captures():
     assert driver.compute_mode(Facts.given({nvidia: unknown}), Policy()).summary == (
         "no GPU reports its compute mode"
     )
+
+
+def test_nouveau_holding_a_gpu_fails_even_when_the_command_line_cannot_be_read():
+    # The failure stands without the blacklists: an unread /proc/cmdline must not turn a
+    # Nouveau that holds the GPU into an error. Only the "is it blacklisted?" verdict needs
+    # the command line.
+    from dldoctor.diagnose import diagnose
+    from dldoctor.host.replay import ReplayHost
+    from dldoctor.policy import Policy
+    from dldoctor.registry import builtin_checks
+    from tests.support.faults import FaultyHost
+
+    bundle = str(HOSTS / "workstation-rtx4090-nouveau")
+    host = FaultyHost(ReplayHost(bundle), "timeout", lambda op, key: key == "/proc/cmdline")
+    specs = [s for s in builtin_checks() if s.id == "gpu.nouveau"]
+    (finding,) = diagnose(host, Policy(), specs).findings
+    assert finding.status.value == "fail", finding
+    assert finding.summary.startswith("Nouveau drives ")
+    assert any("the blacklists are not known" in d for d in finding.details), finding.details
+    assert host.hits == 1

@@ -7,15 +7,7 @@ import threading
 
 import pytest
 
-from dldoctor.host import (
-    ERROR,
-    MISSING,
-    NOT_INSTALLED,
-    OK,
-    PERMISSION_DENIED,
-    TIMEOUT,
-    LiveHost,
-)  # fmt: skip
+from dldoctor.host import AnswerStatus, LiveHost  # fmt: skip
 from dldoctor.host.live import KEPT_OF_CUT_BYTES, os_error_answer
 from dldoctor.host.paths import resolve_in_root
 from tests.support.commands import fake_command
@@ -28,16 +20,18 @@ def test_read_ok_missing_and_directory(tmp_path):
     (tmp_path / "etc" / "hostname").write_text("node7\n")
     host = LiveHost(root=str(tmp_path))
     assert host.read("/etc/hostname").value == b"node7\n"
-    assert host.read("/etc/nothing").status == MISSING
-    assert host.read("/etc/hostname/below").status == MISSING  # ENOTDIR is "missing" too
+    assert host.read("/etc/nothing").status == AnswerStatus.MISSING
+    assert (
+        host.read("/etc/hostname/below").status == AnswerStatus.MISSING
+    )  # ENOTDIR is "missing" too
     answer = host.read("/etc")
-    assert answer.status == ERROR and "directory" in answer.error.lower()
+    assert answer.status == AnswerStatus.ERROR and "directory" in answer.error.lower()
 
 
 def test_read_of_proc_sys_is_chunked():
     # One read(16 MiB) of a /proc/sys file fails with ENOMEM; the host must not ask that.
     answer = LiveHost().read("/proc/sys/kernel/osrelease")
-    assert answer.status == OK
+    assert answer.status == AnswerStatus.OK
     assert answer.text.strip() == os.uname().release
 
 
@@ -51,16 +45,19 @@ def test_permission_denied(tmp_path):
     secret = tmp_path / "secret"
     secret.write_text("x")
     secret.chmod(0)
-    assert LiveHost(root=str(tmp_path)).read("/secret").status == PERMISSION_DENIED
+    assert LiveHost(root=str(tmp_path)).read("/secret").status == AnswerStatus.PERMISSION_DENIED
 
 
 def test_os_errors_map_to_statuses():
     assert (
-        os_error_answer("read", "/x", PermissionError(13, "denied"), 0).status == PERMISSION_DENIED
+        os_error_answer("read", "/x", PermissionError(13, "denied"), 0).status
+        == AnswerStatus.PERMISSION_DENIED
     )
-    assert os_error_answer("read", "/x", FileNotFoundError(2, "no"), 0).status == MISSING
+    assert (
+        os_error_answer("read", "/x", FileNotFoundError(2, "no"), 0).status == AnswerStatus.MISSING
+    )
     eio = os_error_answer("read", "/x", OSError(5, "Input/output error"), 0)
-    assert (eio.status, eio.error) == (ERROR, "Input/output error")
+    assert (eio.status, eio.error) == (AnswerStatus.ERROR, "Input/output error")
 
 
 def test_links_resolve_inside_the_root(tmp_path):
@@ -80,18 +77,18 @@ def test_links_resolve_inside_the_root(tmp_path):
     assert host.listdir("/sys/bus/pci/devices").value == ("0000:00:02.0",)
     # Climbing above the root stops at the root: /etc of the tree, not of this machine.
     assert resolve_in_root(str(tmp_path), "/sys/escape/passwd") == str(tmp_path / "etc/passwd")
-    assert host.read("/sys/escape/passwd").status == MISSING
+    assert host.read("/sys/escape/passwd").status == AnswerStatus.MISSING
 
 
 def test_link_loop_is_an_error_not_a_hang(tmp_path):
     os.symlink("b", tmp_path / "a")
     os.symlink("a", tmp_path / "b")
-    assert LiveHost(root=str(tmp_path)).read("/a").status == ERROR
+    assert LiveHost(root=str(tmp_path)).read("/a").status == AnswerStatus.ERROR
 
 
 def test_statvfs_answers_the_fields():
     answer = LiveHost().statvfs("/")
-    assert answer.status == OK
+    assert answer.status == AnswerStatus.OK
     assert answer.value["f_blocks"] > 0 and answer.value["f_bsize"] > 0
 
 
@@ -99,13 +96,13 @@ def test_run_ok_not_installed_and_exit_status(tmp_path):
     fake_command(tmp_path, "say", 'echo "out $1"; echo err >&2; exit 3')
     host = LiveHost(env={"PATH": str(tmp_path)})
     answer = host.run(["say", "hi"])
-    assert answer.status == OK
+    assert answer.status == AnswerStatus.OK
     assert (answer.value.returncode, answer.value.stdout, answer.value.stderr) == (
         3,
         b"out hi\n",
         b"err\n",
     )
-    assert host.run(["no-such-tool-dldoctor"]).status == NOT_INSTALLED
+    assert host.run(["no-such-tool-dldoctor"]).status == AnswerStatus.NOT_INSTALLED
 
 
 def test_run_uses_the_c_locale(tmp_path):
@@ -122,7 +119,7 @@ def test_run_timeout_kills_the_whole_process_group(tmp_path):
                                    f"echo $! > {tmp_path}/child; wait; echo never")  # fmt: skip
     host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, command_timeout=0.5)
     answer = returns(host.run, ["hang"])
-    assert answer.status == TIMEOUT and answer.timeout_s == 0.5
+    assert answer.status == AnswerStatus.TIMEOUT and answer.timeout_s == 0.5
     assert "did not answer within 0.5 s" in answer.describe()
     for name in ("shell", "child"):
         assert ended(int((tmp_path / name).read_text())), f"the {name} was not killed"
@@ -141,12 +138,12 @@ def test_probe_timeout_and_import_error():
     host = LiveHost(probes={"slow": slow, "absent": absent, "fine": lambda: {"a": 1}},
                     command_timeout=0.2)  # fmt: skip
     # The probe answers while `slow` still blocks: the timeout fired, nothing waited it out.
-    assert returns(host.probe, "slow").status == TIMEOUT
+    assert returns(host.probe, "slow").status == AnswerStatus.TIMEOUT
     assert started.is_set() and not released.is_set()
     released.set()
-    assert host.probe("absent").status == NOT_INSTALLED
+    assert host.probe("absent").status == AnswerStatus.NOT_INSTALLED
     assert host.probe("fine").value == {"a": 1}
-    assert host.probe("unknown").status == ERROR
+    assert host.probe("unknown").status == AnswerStatus.ERROR
 
 
 def test_a_prefetched_command_runs_once_early_and_answers_its_first_asker(tmp_path):
@@ -175,7 +172,7 @@ def test_endless_output_is_cut_at_the_cap_while_it_streams(tmp_path, stream, red
     host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, command_timeout=5,
                     max_stdout=100_000, max_stderr=30_000)  # fmt: skip
     answer = host.run(["chatty"])
-    assert answer.status == ERROR  # stopped at the cap: at the 5 s timeout it would be TIMEOUT
+    assert answer.status == AnswerStatus.ERROR  # stopped at the cap: at the 5 s timeout it would be AnswerStatus.TIMEOUT
     cap = 100_000 if stream == "stdout" else 30_000
     assert answer.error == f"output truncated at {cap} bytes of {stream} ({cap / 1024:g} KiB): " \
                            "the command was stopped"  # fmt: skip
@@ -198,7 +195,7 @@ def test_commands_at_once_share_one_output_budget(tmp_path):
         t.start()
     for t in threads:
         t.join()
-    assert [a.status for a in answers] == [ERROR] * 4
+    assert [a.status for a in answers] == [AnswerStatus.ERROR] * 4
     assert all("printed 585.938 KiB between them" in a.error for a in answers), answers
     # Once stopped, each keeps its head only, and gives the rest back.
     assert all(len(a.value.stdout) <= KEPT_OF_CUT_BYTES for a in answers)
@@ -210,7 +207,7 @@ def test_output_up_to_the_cap_is_whole_and_ok(tmp_path):
     host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, max_stdout=100_000,
                     max_stderr=30_000)  # fmt: skip
     answer = host.run(["exact"])
-    assert answer.status == OK and answer.value.returncode == 0
+    assert answer.status == AnswerStatus.OK and answer.value.returncode == 0
     assert (len(answer.value.stdout), len(answer.value.stderr)) == (100_000, 30_000)
 
 
@@ -218,7 +215,7 @@ def test_a_command_that_closes_its_output_and_runs_on_times_out(tmp_path):
     fake_command(tmp_path, "detach", f"echo hi; echo $$ > {tmp_path}/pid; exec >&- 2>&-; "
                                      "exec sleep 300")  # fmt: skip
     host = LiveHost(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, command_timeout=0.5)
-    assert returns(host.run, ["detach"]).status == TIMEOUT
+    assert returns(host.run, ["detach"]).status == AnswerStatus.TIMEOUT
     assert ended(int((tmp_path / "pid").read_text()))  # killed, not waited for
 
 
@@ -231,5 +228,5 @@ def test_a_truncated_run_replays_as_the_same_error(tmp_path):
     recorder = RecordingHost(live)
     said = recorder.run(["chatty", "-v"])
     replayed = ReplayHost(recorder.write_bundle(str(tmp_path / "bundle"))).run(["chatty", "-v"])
-    assert (replayed.status, replayed.describe()) == (ERROR, said.describe())
+    assert (replayed.status, replayed.describe()) == (AnswerStatus.ERROR, said.describe())
     assert "output truncated at 10000 bytes of stdout" in replayed.describe()

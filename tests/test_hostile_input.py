@@ -265,7 +265,7 @@ def test_a_huge_port_state_code_in_ibv_devinfo_is_not_a_crash():
 
 def test_a_huge_sxid_link_number_is_unknown_not_a_crash():
     # Found by the deep property run: `SXid (...): 20034, Fatal, Link 1111…(4,301 digits)`.
-    from dldoctor.facts.kmsg import parse_sxid
+    from dldoctor.facts.sxid import parse_sxid
 
     line = (
         "[131453.740743] nvidia-nvswitch0: SXid (PCI:0000:a9:00.0): 20034, Fatal, "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dldoctor.facts import Facts
-from dldoctor.facts.kmsg import XID_CATALOG, XidEvent, parse_kernel_log, xid_events, xid_info
+from dldoctor.facts.xid import XID_CATALOG, XidEvent, parse_kernel_log, xid_events, xid_info
 from dldoctor.host.base import ProbeFailed
 from dldoctor.host.replay import ReplayHost
 from tests.support.bundlebuilder import BundleBuilder

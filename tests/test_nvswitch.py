@@ -7,8 +7,8 @@ import pytest
 
 from dldoctor.checks import nvswitch
 from dldoctor.facts import Facts
-from dldoctor.facts.kmsg import SxidLog, parse_sxid, sxid_events
 from dldoctor.facts.pci import PciBus, PciDevice, pci_devices
+from dldoctor.facts.sxid import SxidLog, parse_sxid, sxid_events
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy

@@ -53,9 +53,11 @@ from dldoctor.facts import (
     reading,
     shm,
     storage,
+    sxid,
     system,
     thermal,
     toolkit,
+    xid,
 )
 from dldoctor.fixes import boot, network
 from dldoctor.fleet import nodes, report
@@ -93,11 +95,11 @@ PARSERS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "parse_nvidia_proc_version": (kmod.parse_nvidia_proc_version, ()),
     "blacklist_lines": (lambda t: kmod.blacklist_lines(t, "nouveau"), ()),
     "parse_kernel_log": (
-        lambda t: kmsg.parse_kernel_log(t, now_monotonic=1e5, now_epoch=1.7e9),
+        lambda t: xid.parse_kernel_log(t, now_monotonic=1e5, now_epoch=1.7e9),
         ("corpus/dmesg-xid/*.txt",),
     ),
     "parse_sxid": (
-        lambda t: kmsg.parse_sxid(t, now_monotonic=1e5, now_epoch=1.7e9),
+        lambda t: sxid.parse_sxid(t, now_monotonic=1e5, now_epoch=1.7e9),
         ("corpus/dmesg-sxid/*.txt",),
     ),
     "parse_proc_limits": (limits.parse_proc_limits, ()),
@@ -148,6 +150,7 @@ PARSERS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "parse_show_node": (slurm.parse_show_node, ("slurm/show-node-*.txt",)),
     "cmdline_blacklists": (lambda t: kmod.cmdline_blacklists(t, "nouveau"), ()),
     "kept_lines": (lambda t: kmsg.kept_lines(_bytes(t)), ("corpus/dmesg-xid/*.txt",)),
+    "read_lines": (lambda t: kmsg.read_lines(t, "NVRM", "NVRM"), ("corpus/dmesg-xid/*.txt",)),
     "normalise_pci_bus_id": (gpu.normalise_pci_bus_id, ()),
     "define": (lambda t: toolkit.define(t, "CUDA_VERSION"), ("cuda/cuda-13.0-cuda.h",)),
     "load_json": (reading.load_json, ("corpus/rocm-smi-json/*.json",)),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from dldoctor.facts import Facts
-from dldoctor.facts.kmsg import KEPT_MARKERS, KernelLogText, kept_lines, kernel_log, xid_events
+from dldoctor.facts.kmsg import KEPT_MARKERS, KernelLogText, kept_lines, kernel_log
 from dldoctor.facts.pci import PciDevice
 from dldoctor.facts.pcie import (
     AerCounters,
@@ -26,6 +26,7 @@ from dldoctor.facts.pcie import (
     read_link_files,
     worth_a_link_check,
 )
+from dldoctor.facts.xid import xid_events
 from dldoctor.host import LiveHost
 from dldoctor.host.base import ProbeFailed
 from dldoctor.host.recording import ObservingHost

@@ -122,9 +122,12 @@ def test_redaction_keeps_what_replay_and_support_need(tmp_path):
     assert nvml["value"]["system"]["driver_version"]["value"] == "550.54.15"
     # Names: the home folder is renamed like the paths that name it; the hostname file
     # keeps the FQDN's shape.
-    assert list((root / "files/home").iterdir())[0].name == r.user(USER)
-    assert (root / "files/etc/hostname").read_text() == r.host(FQDN) + "\n"
-    assert r.host(FQDN) == f"{r.host(SHORT)}.{r.domain('corp.planted-domain.example')}"
+    assert list((root / "files/home").iterdir())[0].name == r.users.user(USER)
+    assert (root / "files/etc/hostname").read_text() == r.hosts.host(FQDN) + "\n"
+    assert (
+        r.hosts.host(FQDN)
+        == f"{r.hosts.host(SHORT)}.{r.hosts.domain('corp.planted-domain.example')}"
+    )
     # What a check reads of the environment stays (PATH: the NUMA checks, nvcc); any other
     # variable keeps its name only.
     env = (root / "files/proc/self/environ").read_bytes().split(b"\0")
@@ -233,9 +236,9 @@ def test_a_host_named_like_a_word_is_replaced_only_where_it_is_the_name(tmp_path
     r = Redactor()
     redact_bundle(str(root), r)
     assert (root / "files/etc/os-release").read_text() == os_release
-    assert (root / "files/proc/sys/kernel/hostname").read_text() == r.host("ubuntu") + "\n"
+    assert (root / "files/proc/sys/kernel/hostname").read_text() == r.hosts.host("ubuntu") + "\n"
     assert (root / "files/etc/passwd").read_text() == (
-        f"{r.user('ubuntu')}:x:1000:1000::/home/{r.user('ubuntu')}:/bin/bash\n"
+        f"{r.users.user('ubuntu')}:x:1000:1000::/home/{r.users.user('ubuntu')}:/bin/bash\n"
     )
     # A short serial from free text is no word to replace: PCI domain 0001 stays.
     assert "pci 0001:00:00.0" in (root / "commands/journalctl_-k/stdout").read_text()

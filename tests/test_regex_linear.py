@@ -173,7 +173,8 @@ def test_the_linter_finds_the_patterns():
     # the collection itself could silently find nothing: name some it must hold
     keys = " ".join(PATTERNS)
     for expected in ("pythonenv._REQUIREMENT", "mdraid._BLOCKS", "toolkit._DEFINE", "nvlink.SXM",
-                     "redact.SHAPES", "redact.SECRET_TOKENS", "redact.KEY_SHAPES"):  # fmt: skip
+                     "redact.shapes.SHAPES", "redact.secrets.SECRET_TOKENS",
+                     "redact.secrets.KEY_SHAPES"):  # fmt: skip
         assert expected in keys
     assert sum(":" in k and k.split(":")[1].isdigit() for k in PATTERNS) > 20  # inline ones
 
@@ -320,7 +321,7 @@ def test_framework_dict_of_spaces():
 
 
 def test_sxid_event_of_50000_continuation_lines():  # cut off by the deadline
-    from dldoctor.facts.kmsg import parse_sxid
+    from dldoctor.facts.sxid import parse_sxid
 
     head = "[ 1.0] nvidia-nvswitch2: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 30 LTSSM\n"
     more = "[ 1.0] nvidia-nvswitch2: SXid (PCI:0000:05:00.0): 20034, Severity 5 Engine instance 3\n"

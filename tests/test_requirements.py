@@ -10,7 +10,7 @@ from dldoctor.checks.needs import needs
 from dldoctor.facts import Facts, fact
 from dldoctor.facts import gpu as g
 from dldoctor.facts.nvidia import nvidia
-from dldoctor.host import TIMEOUT
+from dldoctor.host import AnswerStatus
 from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status, passed, skipped
 from dldoctor.policy import Policy
@@ -110,7 +110,9 @@ def test_a_failed_fact_of_a_requirement_is_an_error_as_in_the_check(tmp_path):
 
 
 def test_a_probe_that_timed_out_for_a_requirement_is_an_error_with_its_evidence(tmp_path):
-    b = BundleBuilder(tmp_path / "b").command(["t-tool"], status=TIMEOUT, timeout_s=3.0)
+    b = BundleBuilder(tmp_path / "b").command(
+        ["t-tool"], status=AnswerStatus.TIMEOUT, timeout_s=3.0
+    )
 
     def tool_answers(facts):
         facts.get(tool)

@@ -18,6 +18,7 @@ from dldoctor.facts import Facts
 from dldoctor.facts import mdraid as md
 from dldoctor.facts import storage as st
 from dldoctor.facts.mdraid import MdadmMember, MdArray, MdMember, SyncProgress
+from dldoctor.facts.mountinfo import parse_mountinfo
 from dldoctor.host import LiveHost
 from dldoctor.host import live as live_host
 from dldoctor.host.recording import RecordingHost
@@ -576,7 +577,7 @@ MOUNTINFO = (
 
 
 def test_parse_mountinfo_fields_and_escapes():
-    got = st.parse_mountinfo(MOUNTINFO)
+    got = parse_mountinfo(MOUNTINFO)
     assert got[0] == st.Mount("/sys", "sysfs", "sysfs", "rw,nosuid,nodev,noexec,relatime", "0:16",
                               "/", "rw")  # fmt: skip
     assert got[1] == st.Mount("/run/user/112", "tmpfs", "tmpfs", "rw,nosuid,nodev,relatime",
@@ -592,11 +593,11 @@ def test_parse_mountinfo_fields_and_escapes():
     "text", ["", "\x00", "1 2 3 - x", "a b c d e f - ", "1 2 x:y / / rw - e s o"]
 )
 def test_parse_mountinfo_never_raises(text):
-    assert st.parse_mountinfo(text) == ()
+    assert parse_mountinfo(text) == ()
 
 
 def test_mount_of_longest_prefix_and_last_mount_wins():
-    table = st.parse_mountinfo(
+    table = parse_mountinfo(
         "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"
         "2 1 8:2 / /data rw - ext4 /dev/sda2 rw\n"
         "3 1 0:50 / /data rw - nfs4 srv:/data rw\n"

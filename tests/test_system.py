@@ -201,3 +201,51 @@ def test_container_signs_from_a_bundle(tmp_path, dockerenv, root, expected):
         b.file("/.dockerenv", "")
     c = Facts(ReplayHost(str(b.root))).get(sf.container)
     assert (c.in_container, c.runtime) == expected
+
+
+def test_a_failed_mountinfo_or_cpuinfo_read_is_unread_not_bare_metal(tmp_path):
+    from dldoctor.host.replay import ReplayHost
+    from tests.support.bundlebuilder import BundleBuilder
+    from tests.support.faults import FaultyHost
+
+    b = BundleBuilder(tmp_path / "b").file("/proc/cpuinfo", "flags\t\t: fpu hypervisor\n")
+    b.file("/proc/self/mountinfo", "1 0 0:1 / / rw - overlay x rw\n")
+    seen = Facts(ReplayHost(str(b.root))).get(sf.container)
+    assert (seen.virtualization, seen.root_fstype, seen.unread) == (
+        "virtual machine",
+        "overlay",
+        (),
+    )
+
+    wanted = ("/proc/cpuinfo", "/proc/self/mountinfo")
+    host = FaultyHost(ReplayHost(str(b.root)), "timeout", lambda op, key: key in wanted)
+    blind = Facts(host).get(sf.container)
+    assert (blind.virtualization, blind.root_fstype) == ("", "")
+    assert [u.split(" did not")[0] for u in blind.unread] == [
+        "read /proc/self/mountinfo",
+        "read /proc/cpuinfo",
+    ]
+
+
+def test_the_kernel_command_line_is_read_once_and_a_failed_read_is_no_blacklist(tmp_path):
+    from dldoctor.facts.acs import iommu
+    from dldoctor.facts.kmod import nouveau_blacklist
+    from dldoctor.host.base import ProbeFailed
+    from dldoctor.host.replay import ReplayHost
+    from tests.support.bundlebuilder import BundleBuilder
+    from tests.support.faults import FaultyHost
+
+    b = BundleBuilder(tmp_path / "b").file("/proc/cmdline", "ro modprobe.blacklist=nouveau\n")
+    asked: list[str] = []
+    counting = FaultyHost(ReplayHost(str(b.root)), "timeout", lambda op, key: asked.append(key))
+    facts = Facts(counting)
+    assert facts.get(nouveau_blacklist).cmdline == ("modprobe.blacklist=nouveau",)
+    facts.get(iommu)
+    assert asked.count("/proc/cmdline") == 1
+
+    host = FaultyHost(ReplayHost(str(b.root)), "timeout", lambda op, key: key == "/proc/cmdline")
+    with pytest.raises(ProbeFailed):  # not "not blacklisted": the command line is unknown
+        Facts(host).get(nouveau_blacklist)
+    b.file("/etc/modprobe.d/nouveau.conf", "blacklist nouveau\n")
+    host = FaultyHost(ReplayHost(str(b.root)), "timeout", lambda op, key: key == "/proc/cmdline")
+    assert Facts(host).get(nouveau_blacklist).blacklisted  # the file settles it

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from dldoctor.host.base import (
-    NOT_CAPTURED,
     Answer,
+    AnswerStatus,
     Host,
     NotCaptured,
     ProbeFailed,
@@ -103,7 +103,7 @@ class FactContext:
         self._evidence[:] = [
             e
             for e in self._evidence
-            if (e.op, e.key, e.status) != (answer.op, answer.key, NOT_CAPTURED)
+            if (e.op, e.key, e.status) != (answer.op, answer.key, AnswerStatus.NOT_CAPTURED)
         ]
 
 
@@ -201,7 +201,7 @@ class Facts:
 
     def note_gap(self, answer: Answer) -> None:
         """Keep why a foreign capture lacks `answer` (for the skip it causes)."""
-        if answer.status == NOT_CAPTURED and answer.error:
+        if answer.status == AnswerStatus.NOT_CAPTURED and answer.error:
             self._gaps.setdefault((answer.op, answer.key), answer.error)
 
     def uncaptured_reason(self, op: str, key: str) -> str:

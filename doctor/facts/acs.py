@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.gpu import normalise_pci_bus_id
 from dldoctor.facts.reading import to_int
-from dldoctor.host.base import MISSING, NOT_INSTALLED
+from dldoctor.facts.system import kernel_cmdline
+from dldoctor.host.base import AnswerStatus
 
 # --- ACS from lspci -vvv ----------------------------------------------------------------
 
@@ -202,7 +203,7 @@ class AcsReport:
 @fact("pci.acs")
 def pci_acs(ctx: FactContext) -> AcsReport:
     answer = ctx.host.run(list(LSPCI_ARGV)).require()
-    if answer.status == NOT_INSTALLED:
+    if answer.status == AnswerStatus.NOT_INSTALLED:
         return AcsReport(notes=("lspci is not installed (package pciutils)",))
     if not answer.ok:
         return AcsReport(notes=(answer.describe(),))
@@ -314,10 +315,10 @@ def _group_key(name: str) -> tuple[int, str]:
 def iommu(ctx: FactContext) -> Iommu:
     host = ctx.host
     notes: list[str] = []
-    cmd_answer = host.read("/proc/cmdline", max_bytes=1 << 16).require()
-    if not cmd_answer.ok:
-        notes.append(cmd_answer.describe())
-    params = parse_cmdline_iommu(cmd_answer.text)
+    cmd = ctx.get(kernel_cmdline)
+    if not cmd.ok:
+        notes.append(cmd.why)
+    params = parse_cmdline_iommu(cmd.text)
     cmdline = tuple(f"{k}={v}" if v else k for k, v in params.items())
     hinted = _cmdline_mode(params)
 
@@ -328,18 +329,18 @@ def iommu(ctx: FactContext) -> Iommu:
     names: list[str] = []
     if units_answer.ok:
         units = tuple(sorted(units_answer.value))
-    elif units_answer.status != MISSING:
+    elif units_answer.status != AnswerStatus.MISSING:
         notes.append(units_answer.describe())
     if groups_answer.ok:
         names = sorted(groups_answer.value, key=_group_key)
         groups = len(names)
-    elif groups_answer.status == MISSING:
-        groups = 0 if units_answer.ok or units_answer.status == MISSING else None
+    elif groups_answer.status == AnswerStatus.MISSING:
+        groups = 0 if units_answer.ok or units_answer.status == AnswerStatus.MISSING else None
     else:
         notes.append(groups_answer.describe())
 
-    readable = units_answer.status in ("ok", MISSING) or groups_answer.ok
-    if units_answer.status == groups_answer.status == MISSING and hinted != "off":
+    readable = units_answer.status in (AnswerStatus.OK, AnswerStatus.MISSING) or groups_answer.ok
+    if units_answer.status == groups_answer.status == AnswerStatus.MISSING and hinted != "off":
         # Both folders absent: a kernel built without IOMMU support, or a bundle that did
         # not record them. Empty folders are the sure sign of "off".
         notes.append(f"neither {IOMMU_CLASS} nor {IOMMU_GROUPS} exists")

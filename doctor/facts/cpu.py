@@ -13,7 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.facts.reading import to_int
+from dldoctor.facts.reading import FileRead, read_once, to_int
+from dldoctor.host.base import MAX_READ_BYTES
 
 CPU_ROOT = "/sys/devices/system/cpu"
 MAX_CPUS_READ = 1024
@@ -170,12 +171,18 @@ def parse_cpuinfo(text: str) -> CpuInfo:
     return CpuInfo(model, vendor, sockets, cores, threads, flags, tuple(notes))
 
 
+@fact("cpuinfo")
+def cpuinfo(ctx: FactContext) -> FileRead:
+    """/proc/cpuinfo, read once for `cpu.info` and the container fact's hypervisor flag."""
+    return read_once(ctx, "/proc/cpuinfo", max_bytes=MAX_READ_BYTES)
+
+
 @fact("cpu.info")
 def cpu_info(ctx: FactContext) -> CpuInfo:
-    answer = ctx.host.read("/proc/cpuinfo").require()
-    if not answer.ok:
-        return CpuInfo("", "", 0, 0, 0, frozenset(), (answer.describe(),))
-    return parse_cpuinfo(answer.text)
+    read = ctx.get(cpuinfo)
+    if not read.ok:
+        return CpuInfo("", "", 0, 0, 0, frozenset(), (read.why,))
+    return parse_cpuinfo(read.text)
 
 
 # --- cpufreq and SMT ------------------------------------------------------------------

@@ -12,7 +12,7 @@ from dldoctor.facts import FactContext, fact
 from dldoctor.facts.pythonenv import python_environments, site_dists
 from dldoctor.facts.reading import follow, to_int
 from dldoctor.facts.toolkit import HEADER_BYTES, define, toolkits
-from dldoctor.host.base import MISSING, NOT_INSTALLED
+from dldoctor.host.base import AnswerStatus
 
 # --- cuDNN and NCCL -------------------------------------------------------------------
 
@@ -73,7 +73,7 @@ def _installs(ctx: FactContext, library: str, headers: tuple[str, ...], parser, 
             path = posixpath.join(folder, header)
             answer = ctx.host.read(path, max_bytes=HEADER_BYTES)
             if not answer.ok:
-                if answer.status != MISSING:
+                if answer.status != AnswerStatus.MISSING:
                     found.append(cls("", header, path, (answer.describe(),)))
                 continue
             version, notes = parser(answer.text)
@@ -176,7 +176,7 @@ def libraries(ctx: FactContext) -> CudaLibraries:
     notes: list[str] = []
     for argv in LDCONFIG_ARGVS:  # /sbin is not on every user's PATH
         answer = ctx.host.run(list(argv)).require()
-        if answer.status in (MISSING, NOT_INSTALLED):
+        if answer.status in (AnswerStatus.MISSING, AnswerStatus.NOT_INSTALLED):
             continue
         if not answer.ok:
             notes.append(answer.describe())

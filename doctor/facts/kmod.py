@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.host.base import NOT_CAPTURED
+from dldoctor.facts.system import kernel_cmdline
+from dldoctor.host.base import AnswerStatus, ProbeFailed
 
 MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d")
 
@@ -45,7 +46,7 @@ def modules(ctx: FactContext) -> Modules:
         proc = ctx.host.read("/proc/driver/nvidia/version", max_bytes=4096).require()
         is_open = "Open Kernel Module" in proc.text
         sys_version = ctx.host.read("/sys/module/nvidia/version", max_bytes=256)
-        if sys_version.require(uncaptured_ok=True).status == NOT_CAPTURED:
+        if sys_version.require(uncaptured_ok=True).status == AnswerStatus.NOT_CAPTURED:
             ctx.replaced(sys_version)  # a bug report has /proc/driver/nvidia/version
         said = sys_version.text.strip()
         if said and not _DRIVER_VERSION.fullmatch(said):
@@ -102,7 +103,12 @@ def blacklist_fact(module: str):
                     path = f"{folder}/{name}"
                     text = ctx.host.read(path, max_bytes=1 << 20).text
                     files.extend(f"{path}: {line}" for line in blacklist_lines(text, module))
-        cmdline = ctx.host.read("/proc/cmdline", max_bytes=1 << 16).text
+        try:
+            cmdline = ctx.get(kernel_cmdline).text
+        except ProbeFailed:
+            if files:  # they keep it out, whatever the command line says
+                return Blacklist(tuple(files))
+            raise  # an unread command line is no "not blacklisted"
         return Blacklist(tuple(files), tuple(cmdline_blacklists(cmdline, module)))
 
     return blacklist

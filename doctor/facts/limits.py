@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import to_int
-from dldoctor.host.base import PERMISSION_DENIED, ProbeFailed
+from dldoctor.host.base import AnswerStatus, ProbeFailed
 
 # --- /proc/self/limits ----------------------------------------------------------------
 
@@ -196,14 +196,14 @@ def configured_limits(ctx: FactContext) -> ConfiguredLimits:
     listing = host.listdir(LIMITS_D).require()
     if listing.ok:
         paths += [f"{LIMITS_D}/{n}" for n in sorted(listing.value or ()) if n.endswith(".conf")]
-    elif listing.status != "missing":
+    elif listing.status != AnswerStatus.MISSING:
         notes.append(listing.describe())
     entries: list[LimitsEntry] = []
     files: list[str] = []
     for path in paths:
         answer = host.read(path, max_bytes=1 << 20).require()
         if not answer.ok:
-            if answer.status != "missing":
+            if answer.status != AnswerStatus.MISSING:
                 notes.append(answer.describe())
             continue
         files.append(path)
@@ -305,7 +305,7 @@ def job_launchers(systemd: SystemdLimits) -> tuple[UnitLimits, ...]:
 
 def _systemctl(ctx: FactContext, argv: tuple[str, ...], notes: list[str]) -> str | None:
     answer = ctx.host.run(list(argv)).require()
-    if answer.status == PERMISSION_DENIED:
+    if answer.status == AnswerStatus.PERMISSION_DENIED:
         # Refused is not "no systemd here": limits.memlock must not pass on units unasked.
         raise ProbeFailed(answer)
     if not answer.ok:

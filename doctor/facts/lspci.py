@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, replace
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.host.base import NOT_CAPTURED, RUN, Answer, NotCaptured
+from dldoctor.host.base import Answer, AnswerStatus, NotCaptured, Op
 
 # The forms nvidia-bug-report.sh has run, newest first: (the bus in full, details).
 FULL_ARGV = ("lspci", "-nnDvvvxxxx")
@@ -243,7 +243,7 @@ def lspci_bus(ctx: FactContext) -> LspciBus:
     for argv in (FULL_ARGV, SOS_ARGV, LIST_ARGV, *DETAIL_ARGVS):
         answer = ctx.host.run(list(argv)).require(uncaptured_ok=True)
         first = first or answer
-        if answer.status == NOT_CAPTURED:
+        if answer.status == AnswerStatus.NOT_CAPTURED:
             ctx.replaced(answer)
             continue
         parsed, parse_notes = parse_lspci(answer.text)
@@ -253,7 +253,9 @@ def lspci_bus(ctx: FactContext) -> LspciBus:
         if argv in (FULL_ARGV, SOS_ARGV):
             break  # every device, with everything the other forms add
     if not used:  # the checks say that lspci was not captured, in none of its forms
-        raise NotCaptured(Answer(RUN, "lspci", NOT_CAPTURED, error=first.error if first else ""))
+        raise NotCaptured(
+            Answer(Op.RUN, "lspci", AnswerStatus.NOT_CAPTURED, error=first.error if first else "")
+        )
     complete = used[0] in (FULL_ARGV, SOS_ARGV, LIST_ARGV)
     if not complete:
         notes.append("only NVIDIA and PLX devices were listed (no `lspci -nn` section)")

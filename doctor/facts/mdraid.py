@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import read_text, to_int
-from dldoctor.host.base import MISSING, NOT_INSTALLED
+from dldoctor.host.base import AnswerStatus
 
 MDSTAT = "/proc/mdstat"
 SYSFS_ATTRS = ("degraded", "sync_action", "array_state", "raid_disks")
@@ -450,7 +450,7 @@ def mdadm_detail_argv(name: str) -> list[str]:
 @fact("raid.md")
 def md_raid(ctx: FactContext) -> MdRaid:
     answer = ctx.host.read(MDSTAT, max_bytes=1 << 20).require()
-    if answer.status == MISSING:
+    if answer.status == AnswerStatus.MISSING:
         return MdRaid(None, notes=(f"{MDSTAT} does not exist: the md driver is not loaded",))
     if not answer.ok:
         return MdRaid(None, notes=(answer.describe(),))
@@ -469,7 +469,7 @@ def md_raid(ctx: FactContext) -> MdRaid:
         if mdadm_missing:
             continue
         run = ctx.host.run(mdadm_detail_argv(array.name))
-        if run.status in (NOT_INSTALLED, MISSING):
+        if run.status in (AnswerStatus.NOT_INSTALLED, AnswerStatus.MISSING):
             mdadm_missing = True
             notes.append(
                 "mdadm is not installed (or not recorded): no `mdadm --detail`; "

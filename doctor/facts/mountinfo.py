@@ -6,6 +6,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from dldoctor.facts import FactContext, fact
+from dldoctor.host.base import AnswerStatus
+
 MOUNTINFO = "/proc/self/mountinfo"
 # A Kubernetes node with thousands of mounts writes a few MiB of it.
 MOUNTINFO_BYTES = 4 * 1024 * 1024
@@ -65,3 +68,21 @@ def fstype_on(mounts: Iterable[Mount], mount_point: str) -> str | None:
         if m.mount_point == mount_point:
             fstype = m.fstype
     return fstype
+
+
+@dataclass(frozen=True)
+class MountTable:
+    """/proc/self/mountinfo as read once. A read that timed out, failed or was not captured
+    raises instead: it is never an empty table."""
+
+    mounts: tuple[Mount, ...]
+    status: AnswerStatus = AnswerStatus.OK  # ok, missing or permission_denied
+    why: str = ""  # what the read said when it is not ok
+
+
+@fact("mountinfo")
+def mount_table(ctx: FactContext) -> MountTable:
+    answer = ctx.host.read(MOUNTINFO, max_bytes=MOUNTINFO_BYTES).require()
+    if not answer.ok:
+        return MountTable((), answer.status, answer.describe())
+    return MountTable(parse_mountinfo(answer.text))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import to_int
 from dldoctor.facts.system import environ
-from dldoctor.host.base import MISSING, NOT_INSTALLED
+from dldoctor.host.base import AnswerStatus
 
 NODE_ROOT = "/sys/devices/system/node"
 NUMACTL_ARGV = ("numactl", "--show")
@@ -172,7 +172,7 @@ def numactl(ctx: FactContext) -> Numactl:
 
 def _numactl_path(ctx: FactContext, notes: list[str]) -> str:
     answer = ctx.host.run(list(NUMACTL_ARGV)).require()
-    if answer.status in (NOT_INSTALLED, MISSING):
+    if answer.status in (AnswerStatus.NOT_INSTALLED, AnswerStatus.MISSING):
         return ""
     if not answer.ok:  # permission denied
         notes.append(answer.describe())

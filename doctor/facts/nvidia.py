@@ -9,15 +9,7 @@ from dldoctor.facts import FactContext, FactFailed, Facts, fact
 from dldoctor.facts import gpu as g
 from dldoctor.facts.gpu import Gpu, NvidiaStack, normalise_pci_bus_id, reasons_from_mask
 from dldoctor.facts.reading import to_int
-from dldoctor.host.base import (
-    ERROR,
-    MISSING,
-    NOT_CAPTURED,
-    NOT_INSTALLED,
-    PERMISSION_DENIED,
-    TIMEOUT,
-    ProbeFailed,
-)
+from dldoctor.host.base import AnswerStatus, ProbeFailed
 
 SMI_XML_ARGV = ("nvidia-smi", "-q", "-x")
 
@@ -242,12 +234,12 @@ def _from_nvidia_smi(ctx: FactContext, why: str) -> NvidiaStack | None:
     from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
 
     answer = ctx.host.run(list(SMI_XML_ARGV))
-    if answer.status == NOT_CAPTURED:
+    if answer.status == AnswerStatus.NOT_CAPTURED:
         ctx.replaced(answer)
         return _from_nvidia_smi_text(ctx)
-    if answer.status in (NOT_INSTALLED, MISSING):
+    if answer.status in (AnswerStatus.NOT_INSTALLED, AnswerStatus.MISSING):
         return None
-    if answer.status == TIMEOUT:  # a hung driver, or a too short --timeout: no verdict
+    if answer.status == AnswerStatus.TIMEOUT:  # a hung driver, or a too short --timeout: no verdict
         return NvidiaStack("nvidia-smi", error=g.TIMED_OUT, error_message=answer.describe())
     if not answer.ok:
         return NvidiaStack("nvidia-smi", error=g.PROBE_FAILED, error_message=answer.describe())
@@ -302,14 +294,17 @@ def nvidia(ctx: FactContext) -> NvidiaStack:
         if stack.error not in (g.NO_DRIVER, g.UNKNOWN, g.PROBE_FAILED):
             return stack
         why = stack.error_message
-    elif probe.status == TIMEOUT:
+    elif probe.status == AnswerStatus.TIMEOUT:
         # nvidia-smi links the same library on the same hung driver: it could only hang too.
         return NvidiaStack("nvml", error=g.TIMED_OUT, error_message=probe.describe())
-    elif probe.status in (ERROR, PERMISSION_DENIED):  # a broken child or bundle entry
+    elif probe.status in (
+        AnswerStatus.ERROR,
+        AnswerStatus.PERMISSION_DENIED,
+    ):  # a broken child or bundle entry
         why = probe.describe()
         stack = NvidiaStack("nvml", error=g.PROBE_FAILED, error_message=why)
     else:  # pynvml not installed, or no nvml.json in a bundle (or a foreign capture)
-        if probe.status == NOT_CAPTURED:
+        if probe.status == AnswerStatus.NOT_CAPTURED:
             ctx.replaced(probe)
         why = f"pynvml {probe.status}" + (f": {probe.error}" if probe.error else "")
     if stack is not None and stack.error == g.NO_DRIVER and no_nvidia_device(ctx):

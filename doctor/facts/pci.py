@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import read_text, to_int
-from dldoctor.host.base import NOT_CAPTURED
+from dldoctor.host.base import AnswerStatus
 
 NVIDIA = "10de"
 AMD = "1002"
@@ -70,7 +70,9 @@ def _hex(text: str) -> str:
 def pci_devices(ctx: FactContext) -> PciBus:
     host = ctx.host
     listing = host.listdir(DEVICES).require(uncaptured_ok=True)
-    if listing.status == NOT_CAPTURED:  # an nvidia-bug-report: its lspci sections instead
+    if (
+        listing.status == AnswerStatus.NOT_CAPTURED
+    ):  # an nvidia-bug-report: its lspci sections instead
         ctx.replaced(listing)
         return _from_lspci(ctx)
     if not listing.ok:

@@ -20,7 +20,7 @@ from dldoctor.facts import FactContext, fact
 from dldoctor.facts.kmsg import kernel_log
 from dldoctor.facts.pci import AMD, DEVICES, NVIDIA, PciDevice, pci_devices
 from dldoctor.facts.reading import read_text, to_int
-from dldoctor.host.base import TIMEOUT, Host, ProbeFailed
+from dldoctor.host.base import AnswerStatus, Host, ProbeFailed
 
 # A PCI address as sysfs and the kernel print it. VMD domains have 5 hex digits.
 _ADDR = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
@@ -299,7 +299,7 @@ def _link(host: Host, dev: PciDevice, upstream: tuple[str, ...], *, port: bool) 
     if not port:
         if not _pci_devices_read_extras(dev):
             link = host.readlink(f"{base}/driver")
-            if link.status == TIMEOUT:
+            if link.status == AnswerStatus.TIMEOUT:
                 raise ProbeFailed(link)
             driver = posixpath.basename(link.value.rstrip("/")) if link.ok else ""
             numa = to_int(_read(host, f"{base}/numa_node", notes), minimum=0)  # -1: not said
@@ -315,7 +315,7 @@ def _link(host: Host, dev: PciDevice, upstream: tuple[str, ...], *, port: bool) 
 def _upstream(host: Host, address: str, notes: list[str]) -> tuple[str, ...] | None:
     """The ports above `address`, nearest first; None (noted) when they cannot be known."""
     answer = host.readlink(f"{DEVICES}/{address}")
-    if answer.status == TIMEOUT:
+    if answer.status == AnswerStatus.TIMEOUT:
         raise ProbeFailed(answer)
     if not answer.ok:
         notes.append(f"{address}: ports above unknown ({answer.describe()})")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import note_unless_missing, realpath
 from dldoctor.facts.system import path_python
-from dldoctor.host.base import MISSING, ProbeFailed
+from dldoctor.host.base import AnswerStatus, ProbeFailed
 
 SMALL_FILE_BYTES = 1024 * 1024
 
@@ -215,7 +215,7 @@ def read_metadata(ctx: FactContext, site: str, dist: _Dist, notes: list[str]) ->
     folder = posixpath.join(site, dist.entry)
     name = "PKG-INFO" if dist.entry.endswith(".egg-info") else "METADATA"
     answer = ctx.host.read(posixpath.join(folder, name), max_bytes=SMALL_FILE_BYTES)
-    if not answer.ok and name == "PKG-INFO" and answer.status == MISSING:
+    if not answer.ok and name == "PKG-INFO" and answer.status == AnswerStatus.MISSING:
         answer = ctx.host.read(folder, max_bytes=SMALL_FILE_BYTES)  # an egg-info file
     if not answer.ok:
         notes.append(f"{dist.entry}: {answer.describe()}")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.kmod import modules
 from dldoctor.facts.reading import SMALL, answer_text, read_listing, read_text, to_int
-from dldoctor.host.base import MISSING, OK, Host
+from dldoctor.host.base import AnswerStatus, Host
 
 IB_CLASS = "/sys/class/infiniband"
 NET_CLASS = "/sys/class/net"
@@ -331,7 +331,7 @@ def _word(reader: _Reader, path: str, notes: list[str], words: tuple[str, ...]) 
     answer = reader.host.read(path, max_bytes=SMALL)
     text = answer_text(answer, notes)
     if text is None:
-        return "" if answer.status == MISSING else UNREAD
+        return "" if answer.status == AnswerStatus.MISSING else UNREAD
     if text not in words:
         notes.append(f"{path} reads {text[:40]!r}")
         return UNREAD
@@ -396,7 +396,7 @@ def rdma_devices(ctx: FactContext) -> RdmaDevices:
     """Every RDMA device under /sys/class/infiniband; empty when there is none."""
     listing = ctx.host.listdir(IB_CLASS).require()
     if not listing.ok:
-        notes = () if listing.status == MISSING else (f"{IB_CLASS}: {listing.status}",)
+        notes = () if listing.status == AnswerStatus.MISSING else (f"{IB_CLASS}: {listing.status}",)
         return RdmaDevices((), notes)
     names = [n for n in listing.value if not n.startswith(".")]
     notes = []
@@ -429,7 +429,7 @@ def gpudirect(ctx: FactContext) -> GpuDirect:
     loaded = mods.loaded
     version_answer = ctx.host.read(NV_MEM_VERSION, max_bytes=256).require()
     nv_mem_version = version_answer.text.strip() if version_answer.ok else ""
-    if version_answer.status not in (OK, MISSING):
+    if version_answer.status not in (AnswerStatus.OK, AnswerStatus.MISSING):
         notes.append(f"{NV_MEM_VERSION}: {version_answer.status}")
     if "nvidia_peermem" in loaded:
         peermem = "nvidia_peermem"
@@ -438,7 +438,7 @@ def gpudirect(ctx: FactContext) -> GpuDirect:
     else:
         peermem = ""
     dev = ctx.host.listdir(DEV_INFINIBAND).require()
-    if dev.status not in (OK, MISSING):
+    if dev.status not in (AnswerStatus.OK, AnswerStatus.MISSING):
         notes.append(f"{DEV_INFINIBAND}: {dev.status}")
     return GpuDirect(
         peermem=peermem,

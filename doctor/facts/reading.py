@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import json
 import posixpath
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dldoctor.host.base import MISSING, RUN, TIMEOUT, Answer, Host, ProbeFailed, op_label
+from dldoctor.host.base import Answer, AnswerStatus, Host, Op, ProbeFailed, op_label
 
 if TYPE_CHECKING:
     from dldoctor.facts import FactContext
@@ -38,6 +39,27 @@ SMALL = 4096  # bytes read of one sysfs attribute
 # would overflow a float). 80 characters hold any of them in any base, sign and prefix.
 INT_BITS = 64
 MAX_INT_CHARS = 80
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """A file read once for every fact that parses it (/proc/cmdline, /proc/cpuinfo). A read
+    that timed out, failed or was not captured raises instead (`read_once`): it is never an
+    empty file."""
+
+    text: str  # "" when not ok
+    status: AnswerStatus = AnswerStatus.OK  # ok, missing or permission_denied
+    why: str = ""  # what the read said when it is not ok
+
+    @property
+    def ok(self) -> bool:
+        return self.status == AnswerStatus.OK
+
+
+def read_once(ctx: FactContext, path: str, *, max_bytes: int) -> FileRead:
+    """`path` as a FileRead; ProbeFailed (NotCaptured) when the read failed."""
+    answer = ctx.host.read(path, max_bytes=max_bytes).require()
+    return FileRead(answer.text, answer.status, "" if answer.ok else answer.describe())
 
 
 def answer_text(answer: Answer, notes: list[str] | None) -> str | None:
@@ -62,7 +84,7 @@ def read_listing(host: Host, path: str, notes: list[str] | None) -> tuple[str, .
 
 
 def _checked(answer: Answer, notes: list[str] | None) -> bool:
-    if answer.status == TIMEOUT:
+    if answer.status == AnswerStatus.TIMEOUT:
         raise ProbeFailed(answer)
     if notes is not None:
         note_unless_missing(notes, answer)
@@ -71,7 +93,7 @@ def _checked(answer: Answer, notes: list[str] | None) -> bool:
 
 def note_unless_missing(notes: list[str], answer: Answer) -> None:
     """An answer that is neither ok nor missing becomes a note of the item it concerns."""
-    if answer.status != MISSING and not answer.ok:
+    if answer.status != AnswerStatus.MISSING and not answer.ok:
         notes.append(describe_in_full(answer))
 
 
@@ -79,7 +101,7 @@ def describe_in_full(answer: Answer) -> str:
     """`answer.describe()` with the whole path: a long sysfs path shortened to its first
     57 characters ("read /sys/class/infiniband/mlx5_0/ports/1/coun...") loses the
     attribute the note is about."""
-    if answer.op == RUN:  # a command line reads well shortened
+    if answer.op == Op.RUN:  # a command line reads well shortened
         return answer.describe()
     short = op_label(answer.op, answer.key)
     return f"{answer.op} {answer.key}{answer.describe()[len(short) :]}"
@@ -158,7 +180,7 @@ def statvfs_sizes(st: Any) -> tuple[int | None, int | None, int | None, int | No
 def _link(ctx: FactContext, path: str) -> Answer:
     # The reading rule: "not a link" is an answer, a readlink that timed out is not.
     answer = ctx.host.readlink(path)
-    if answer.status == TIMEOUT:
+    if answer.status == AnswerStatus.TIMEOUT:
         raise ProbeFailed(answer)
     return answer
 

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 
 from dldoctor.facts import FactContext, fact
-from dldoctor.facts.mountinfo import MOUNTINFO, MOUNTINFO_BYTES, fstype_on, parse_mountinfo
+from dldoctor.facts.mountinfo import MOUNTINFO, fstype_on, mount_table
 from dldoctor.facts.reading import statvfs_sizes
-from dldoctor.host.base import MISSING
+from dldoctor.host.base import AnswerStatus
 
 SHM = "/dev/shm"
 THP = "/sys/kernel/mm/transparent_hugepage"
@@ -39,7 +39,7 @@ def dev_shm(ctx: FactContext) -> SharedMemory:
     if answer.ok:
         size, free, _, _, more = statvfs_sizes(answer.value)
         notes.extend(f"{n} for {SHM}" for n in more)
-    elif answer.status == MISSING:
+    elif answer.status == AnswerStatus.MISSING:
         notes.append(f"{SHM} does not exist")
         return SharedMemory(None, None, False, tuple(notes))
     else:
@@ -50,8 +50,8 @@ def dev_shm(ctx: FactContext) -> SharedMemory:
     link = host.readlink(SHM)
     if link.ok and isinstance(link.value, str) and link.value:
         points.append(posixpath.normpath(posixpath.join(posixpath.dirname(SHM), link.value)))
-    mountinfo = host.read(MOUNTINFO, max_bytes=MOUNTINFO_BYTES).require()
-    table = parse_mountinfo(mountinfo.text) if mountinfo.ok else ()
+    mountinfo = ctx.get(mount_table)
+    table = mountinfo.mounts
     fstype = ""
     if table:
         found = [fstype_on(table, p) for p in points]
@@ -64,7 +64,7 @@ def dev_shm(ctx: FactContext) -> SharedMemory:
         mounted = answer.ok
         # No mount at all (not even /) is a mount table not understood, not an unmounted
         # /dev/shm.
-        said = mountinfo.status if not mountinfo.ok else "no mount understood"
+        said = mountinfo.status if mountinfo.why else "no mount understood"
         notes.append(f"{MOUNTINFO}: {said}; mount not confirmed")
     return SharedMemory(size, free, mounted, tuple(notes), fstype)
 
@@ -92,7 +92,7 @@ def transparent_hugepages(ctx: FactContext) -> TransparentHugepages:
     for name in ("enabled", "defrag"):
         for folder in (THP, THP_RHEL6):
             answer = ctx.host.read(f"{folder}/{name}", max_bytes=256).require()
-            if answer.status == MISSING:
+            if answer.status == AnswerStatus.MISSING:
                 continue
             if not answer.ok:
                 notes.append(answer.describe())

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dldoctor.facts import Fact, FactContext, fact
-from dldoctor.facts.mountinfo import MOUNTINFO, MOUNTINFO_BYTES, Mount, parse_mountinfo
+from dldoctor.facts.mountinfo import Mount, mount_table
 from dldoctor.facts.reading import load_json, read_listing, read_text, statvfs_sizes, to_int
-from dldoctor.host.base import ERROR, MISSING, NOT_INSTALLED, STATVFS, TIMEOUT, Answer
+from dldoctor.host.base import Answer, AnswerStatus, Op
 
 SYS_NVME = "/sys/class/nvme"
 DOCKER_ROOT = "/var/lib/docker"
@@ -198,10 +198,10 @@ class _SmartReader:
                 continue
             argv = argv_of(ctrl)
             answer = self.ctx.host.run(argv)
-            if answer.status in (NOT_INSTALLED, MISSING):
+            if answer.status in (AnswerStatus.NOT_INSTALLED, AnswerStatus.MISSING):
                 setattr(self, tool, False)
                 continue
-            if answer.status in (TIMEOUT, ERROR):
+            if answer.status in (AnswerStatus.TIMEOUT, AnswerStatus.ERROR):
                 return None, [answer.describe()], answer.describe()
             if not answer.ok:
                 return None, [answer.describe()], ""
@@ -275,8 +275,7 @@ def nvme(ctx: FactContext) -> tuple[NvmeController, ...]:
 
 @fact("storage.mounts")
 def mounts(ctx: FactContext) -> tuple[Mount, ...]:
-    answer = ctx.host.read(MOUNTINFO, max_bytes=MOUNTINFO_BYTES).require()
-    return parse_mountinfo(answer.text) if answer.ok else ()
+    return ctx.get(mount_table).mounts
 
 
 def mount_of(path: str, table: Iterable[Mount]) -> Mount | None:
@@ -307,7 +306,9 @@ def _statvfs_each(ctx: FactContext, paths: Sequence[str]) -> dict[str, Answer]:
         try:
             answers[path] = ctx.host.statvfs(path)
         except Exception as exc:  # noqa: BLE001 - a Host never raises; keep one that did
-            answers[path] = Answer(STATVFS, path, ERROR, error=f"{type(exc).__name__}: {exc}")
+            answers[path] = Answer(
+                Op.STATVFS, path, AnswerStatus.ERROR, error=f"{type(exc).__name__}: {exc}"
+            )
 
     if len(unique) <= 1 or ctx.host.kind == "replay":
         for path in unique:
@@ -331,7 +332,7 @@ def _statvfs_each(ctx: FactContext, paths: Sequence[str]) -> dict[str, Answer]:
     ]
     for t in threads:
         t.start()
-    with ctx.doing(f"statvfs of {len(unique)} mounts", ctx.host.limit(STATVFS)):
+    with ctx.doing(f"statvfs of {len(unique)} mounts", ctx.host.limit(Op.STATVFS)):
         for t in threads:
             t.join()
     return answers
@@ -346,7 +347,7 @@ def _describe_mount(m: Mount | None) -> str:
 def _stuck(answer: Answer, path: str, m: Mount | None) -> str:
     """A note for a statvfs that did not answer ok, naming the mount."""
     where = _describe_mount(m)
-    if answer.status == TIMEOUT:
+    if answer.status == AnswerStatus.TIMEOUT:
         limit = f" within {answer.timeout_s:g} s" if answer.timeout_s else ""
         return f"statvfs {path} did not answer{limit} (timed out): {where} hangs"
     return f"{answer.describe()} ({where})"
@@ -365,7 +366,7 @@ class Space:
     free_bytes: int | None  # available to unprivileged users (f_bavail)
     inodes: int | None  # None when the filesystem has no fixed inode count
     free_inodes: int | None
-    answer_status: str  # the statvfs answer: "ok", "timeout", "missing", ...
+    answer_status: AnswerStatus  # the statvfs answer
     notes: tuple[str, ...] = ()
     source: str = ""  # what is mounted there: "/dev/nvme0n1p2", "server:/export"
 
@@ -395,7 +396,7 @@ def space_of(ctx: FactContext, paths: Sequence[str]) -> tuple[Space, ...]:
         if answer.ok:
             size, free, inodes, free_inodes, more = statvfs_sizes(answer.value)
             notes[path].extend(more)
-        elif answer.status == MISSING:
+        elif answer.status == AnswerStatus.MISSING:
             notes[path].append(f"{path} does not exist")
         else:
             notes[path].append(_stuck(answer, path, m))
@@ -421,7 +422,7 @@ def space_of(ctx: FactContext, paths: Sequence[str]) -> tuple[Space, ...]:
 def space(ctx: FactContext) -> tuple[Space, ...]:
     """/, /tmp, and /var/lib/docker when it exists (Docker's images and containers)."""
     paths = list(FIXED_SPACE_PATHS)
-    if ctx.host.listdir(DOCKER_ROOT).status != MISSING:
+    if ctx.host.listdir(DOCKER_ROOT).status != AnswerStatus.MISSING:
         paths.append(DOCKER_ROOT)
     return space_of(ctx, paths)
 
@@ -492,7 +493,7 @@ class NetFs:
     mount_point: str
     fstype: str
     source: str  # "server:/export", "10.0.0.1@o2ib:/lustre"
-    status: str  # the statvfs answer: "ok", "timeout", "permission_denied", "error", ...
+    status: AnswerStatus  # the statvfs answer
     size_bytes: int | None
     free_bytes: int | None
     notes: tuple[str, ...] = ()

@@ -12,9 +12,17 @@ from dataclasses import dataclass
 
 from dldoctor import shellwords
 from dldoctor.facts import FactContext, fact
-from dldoctor.facts.mountinfo import MOUNTINFO, MOUNTINFO_BYTES, fstype_on, parse_mountinfo
-from dldoctor.facts.reading import SMALL, load_json, note_unless_missing, to_int
-from dldoctor.host.base import MISSING, NOT_INSTALLED, OK
+from dldoctor.facts.cpu import cpuinfo
+from dldoctor.facts.mountinfo import MountTable, fstype_on, mount_table
+from dldoctor.facts.reading import (
+    SMALL,
+    FileRead,
+    load_json,
+    note_unless_missing,
+    read_once,
+    to_int,
+)
+from dldoctor.host.base import AnswerStatus, ProbeFailed
 from dldoctor.versions import version_tuple
 
 # --- /etc/os-release ------------------------------------------------------------------
@@ -96,6 +104,13 @@ def kernel(ctx: FactContext) -> Kernel:
     answer = ctx.host.read("/proc/sys/kernel/osrelease", max_bytes=SMALL).require()
     release = answer.text.strip()
     return Kernel(release, version_tuple(release))
+
+
+@fact("kernel.cmdline")
+def kernel_cmdline(ctx: FactContext) -> FileRead:
+    """The running kernel's command line, read once for the IOMMU, the module blacklists and
+    the fixes that change boot arguments."""
+    return read_once(ctx, "/proc/cmdline", max_bytes=1 << 16)
 
 
 # --- /proc/meminfo --------------------------------------------------------------------
@@ -227,7 +242,7 @@ class PathPython:
 def path_python(ctx: FactContext) -> PathPython | None:
     """None when there is no python3 on PATH (or the bundle has no answer for it)."""
     answer = ctx.host.run(list(PATH_PYTHON_ARGV)).require()
-    if answer.status in (MISSING, NOT_INSTALLED):
+    if answer.status in (AnswerStatus.MISSING, AnswerStatus.NOT_INSTALLED):
         return None
     if not answer.ok:
         return PathPython("", "", (), (answer.describe(),))
@@ -340,7 +355,7 @@ def runtime_from_cgroup(text: str) -> str:
 def container(ctx: FactContext) -> Container:
     host = ctx.host
     strong: list[tuple[str, str]] = []  # (runtime, what was seen): any one settles it
-    if host.read("/run/.containerenv", max_bytes=4096).status == OK:
+    if host.read("/run/.containerenv", max_bytes=4096).status == AnswerStatus.OK:
         strong.append(("podman", "/run/.containerenv exists"))
     if host.read("/var/run/secrets/kubernetes.io/serviceaccount/namespace", max_bytes=256).ok:
         strong.append(("kubernetes", "a Kubernetes service-account token is mounted"))
@@ -360,9 +375,14 @@ def container(ctx: FactContext) -> Container:
     # Weak signs: /.dockerenv stays in any root filesystem built from a Docker image (VMs
     # and bare-metal images too), and overlay roots exist outside containers.
     dockerenv = host.read("/.dockerenv", max_bytes=4096).ok
-    mountinfo = host.read(MOUNTINFO, max_bytes=MOUNTINFO_BYTES)
-    note_unless_missing(unread, mountinfo)
-    root_fstype = fstype_on(parse_mountinfo(mountinfo.text), "/") or ""
+    try:
+        mountinfo = ctx.get(mount_table)
+    except ProbeFailed as failed:  # timed out or not captured: a sign not looked at
+        note_unless_missing(unread, failed.answer)
+        mountinfo = MountTable(())
+    if mountinfo.status != AnswerStatus.MISSING and mountinfo.why:
+        unread.append(mountinfo.why)
+    root_fstype = fstype_on(mountinfo.mounts, "/") or ""
     overlay_root = root_fstype in ("overlay", "fuse-overlayfs", "aufs")
     signs = [sign for _, sign in strong]
     if dockerenv:
@@ -384,15 +404,23 @@ def container(ctx: FactContext) -> Container:
         in_container=in_container,
         runtime=runtime,
         signs=tuple(signs),
-        virtualization=_virtualization(ctx),
+        virtualization=_virtualization(ctx, unread),
         root_fstype=root_fstype,
         unread=tuple(unread),
     )
 
 
-def _virtualization(ctx: FactContext) -> str:
-    cpuinfo = ctx.host.read("/proc/cpuinfo", max_bytes=1 << 16).text
-    flags = next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags")), "")
+def _virtualization(ctx: FactContext, unread: list[str]) -> str:
+    """ "virtual machine (...)" when the CPU says a hypervisor runs it; "" otherwise, and when
+    /proc/cpuinfo could not be read (noted in `unread`: not a sign of bare metal)."""
+    try:
+        read = ctx.get(cpuinfo)
+    except ProbeFailed as failed:
+        note_unless_missing(unread, failed.answer)
+        return ""
+    if read.status != AnswerStatus.MISSING and read.why:
+        unread.append(read.why)
+    flags = next((ln for ln in read.text.splitlines() if ln.startswith("flags")), "")
     if "hypervisor" not in flags.split():
         return ""
     product = ctx.host.read("/sys/class/dmi/id/product_name", max_bytes=256).text.strip()

@@ -22,7 +22,7 @@ from dldoctor.facts import FactContext, fact
 from dldoctor.facts.pythonenv import SMALL_FILE_BYTES, parse_dist_dirname
 from dldoctor.facts.reading import follow, load_json, note_unless_missing, to_int
 from dldoctor.facts.system import environ
-from dldoctor.host.base import MISSING, NOT_INSTALLED
+from dldoctor.host.base import AnswerStatus
 
 HEADER_BYTES = 256 * 1024  # the version macros sit in the first few KiB of each header
 SCRIPT_BYTES = 4096  # enough to see whether nvcc is a wrapper script, and where it leads
@@ -73,7 +73,7 @@ def _nvcc_on_path(ctx: FactContext, env: dict[str, str], notes: list[str]) -> _N
             notes.append(f"`nvcc --version` exited with {answer.value.returncode}")
         elif not release:
             notes.append(f"`nvcc --version` printed no release line: {answer.text[:80]!r}")
-    elif answer.status not in (MISSING, NOT_INSTALLED):
+    elif answer.status not in (AnswerStatus.MISSING, AnswerStatus.NOT_INSTALLED):
         notes.append(answer.describe())
     found, content = "", b""
     for folder in dict.fromkeys(env.get("PATH", "").split(":")):
@@ -268,9 +268,9 @@ def toolkits(ctx: FactContext) -> CudaToolkits:
         listing = ctx.host.listdir(real)
         if not listing.ok:
             absent.add(real)
-            if why in ("CUDA_HOME", "CUDA_PATH") and listing.status == MISSING:
+            if why in ("CUDA_HOME", "CUDA_PATH") and listing.status == AnswerStatus.MISSING:
                 notes.append(f"{why}={path} does not exist")
-            elif path != real and listing.status == MISSING:
+            elif path != real and listing.status == AnswerStatus.MISSING:
                 notes.append(f"{path} points to {real}, which does not exist")
             else:
                 note_unless_missing(notes, listing)

@@ -2,16 +2,12 @@
 
 from dldoctor.host.base import (
     DEFAULT_MAX_BYTES,
-    ERROR,
-    MISSING,
-    NOT_INSTALLED,
-    OK,
-    PERMISSION_DENIED,
     STATUSES,
-    TIMEOUT,
     Answer,
+    AnswerStatus,
     CommandResult,
     Host,
+    Op,
     ProbeFailed,
 )
 from dldoctor.host.live import LiveHost
@@ -19,17 +15,13 @@ from dldoctor.host.recording import RecordingHost
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
-    "ERROR",
-    "MISSING",
-    "NOT_INSTALLED",
-    "OK",
-    "PERMISSION_DENIED",
     "STATUSES",
-    "TIMEOUT",
     "Answer",
+    "AnswerStatus",
     "CommandResult",
     "Host",
     "LiveHost",
+    "Op",
     "ProbeFailed",
     "RecordingHost",
 ]

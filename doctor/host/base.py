@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import shlex
 import threading
 from abc import ABC, abstractmethod
@@ -9,23 +10,45 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# Answer statuses. "error" covers the I/O errors that are none of the others (EIO from a
-# sysfs attribute the device cannot answer, a bundle entry that is not a file, ...).
-OK = "ok"
-MISSING = "missing"
-PERMISSION_DENIED = "permission_denied"
-TIMEOUT = "timeout"
-NOT_INSTALLED = "not_installed"
-ERROR = "error"
-# A foreign capture (a sos report, an nvidia-bug-report log) that did not collect this:
-# nothing is known about it on that host, neither present nor absent. `error` holds the
-# whole reason ("not in this sos report (...)"); a check whose evidence holds one is
-# skipped with it (runner; docs/foreign-inputs.md).
-NOT_CAPTURED = "not_captured"
-STATUSES = (OK, MISSING, PERMISSION_DENIED, TIMEOUT, NOT_INSTALLED, ERROR, NOT_CAPTURED)
 
-# Operations a Host answers; they name the entries of a recording.
-READ, LIST, LINK, RUN, STATVFS, PROBE = "read", "list", "link", "run", "statvfs", "probe"
+class _Named(str, enum.Enum):
+    """A name written as its value: in a recording, in JSON, in a message."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class AnswerStatus(_Named):
+    """What became of one question to a Host."""
+
+    OK = "ok"
+    MISSING = "missing"
+    PERMISSION_DENIED = "permission_denied"
+    TIMEOUT = "timeout"
+    NOT_INSTALLED = "not_installed"
+    # The I/O errors that are none of the others (EIO from a sysfs attribute the device
+    # cannot answer, a bundle entry that is not a file, ...).
+    ERROR = "error"
+    # A foreign capture (a sos report, an nvidia-bug-report log) that did not collect this:
+    # nothing is known about it on that host, neither present nor absent. `error` holds the
+    # whole reason ("not in this sos report (...)"); a check whose evidence holds one is
+    # skipped with it (runner; docs/foreign-inputs.md).
+    NOT_CAPTURED = "not_captured"
+
+
+STATUSES = tuple(AnswerStatus)
+
+
+class Op(_Named):
+    """The operations a Host answers; they name the entries of a recording."""
+
+    READ = "read"
+    LIST = "list"
+    LINK = "link"
+    RUN = "run"
+    STATVFS = "statvfs"
+    PROBE = "probe"
+
 
 # What a command's stdout may print before it is stopped (a 64-GPU `nvidia-smi -q -x`, a
 # long boot's kernel journal).
@@ -91,9 +114,9 @@ class Answer:
     statvfs -> dict of the os.statvfs fields, probe -> JSON-able data.
     """
 
-    op: str
+    op: Op
     key: str
-    status: str
+    status: AnswerStatus
     value: Any = None
     error: str = ""
     duration_s: float = 0.0
@@ -101,7 +124,7 @@ class Answer:
 
     @property
     def ok(self) -> bool:
-        return self.status == OK
+        return self.status == AnswerStatus.OK
 
     @property
     def text(self) -> str:
@@ -116,21 +139,21 @@ class Answer:
 
     def describe(self) -> str:
         what = op_label(self.op, self.key)
-        if self.status == TIMEOUT:
+        if self.status == AnswerStatus.TIMEOUT:
             if self.timeout_s == 0 and self.error:  # never started: no time was left
                 return f"{what} was not run: {self.error}"
             limit = f" within {seconds(self.timeout_s)} s" if self.timeout_s else ""
             why = f": {self.error}" if self.error else ""
             return f"{what} did not answer{limit} (timed out{why})"
-        if self.status == NOT_INSTALLED:
+        if self.status == AnswerStatus.NOT_INSTALLED:
             return f"{what}: command not installed"
-        if self.status == PERMISSION_DENIED:
+        if self.status == AnswerStatus.PERMISSION_DENIED:
             return f"{what}: permission denied"
-        if self.status == MISSING:
+        if self.status == AnswerStatus.MISSING:
             return f"{what}: missing"
-        if self.status == ERROR:
+        if self.status == AnswerStatus.ERROR:
             return f"{what}: {self.error or 'error'}"
-        if self.status == NOT_CAPTURED:
+        if self.status == AnswerStatus.NOT_CAPTURED:
             return f"{what}: {self.error or 'not captured'}"
         return f"{what}: ok"
 
@@ -142,9 +165,9 @@ class Answer:
         answer a foreign capture lacks raises NotCaptured (the check is skipped), unless
         `uncaptured_ok`: the caller has another source, or can do without it.
         """
-        if self.status in (TIMEOUT, ERROR):
+        if self.status in (AnswerStatus.TIMEOUT, AnswerStatus.ERROR):
             raise ProbeFailed(self)
-        if self.status == NOT_CAPTURED and not uncaptured_ok:
+        if self.status == AnswerStatus.NOT_CAPTURED and not uncaptured_ok:
             raise NotCaptured(self)
         return self
 
@@ -171,7 +194,9 @@ def capped_listing(answer: Answer) -> Answer:
     """A listing of more than MAX_LIST_ENTRIES names becomes an error that says so."""
     if answer.ok and len(answer.value) > MAX_LIST_ENTRIES:
         why = f"{len(answer.value)} entries, more than the {MAX_LIST_ENTRIES} read of a folder"
-        return Answer(answer.op, answer.key, ERROR, error=why, duration_s=answer.duration_s)
+        return Answer(
+            answer.op, answer.key, AnswerStatus.ERROR, error=why, duration_s=answer.duration_s
+        )
     return answer
 
 
@@ -181,10 +206,10 @@ def seconds(value: float) -> str:
     return f"{value:.2g}" if value < 10 else f"{value:.0f}"
 
 
-def op_label(op: str, key: str) -> str:
+def op_label(op: Op, key: str) -> str:
     """How a person names one operation: "`nvidia-smi -q -x`", "read /proc/mdstat"."""
     key = key if len(key) <= 60 else key[:57] + "..."
-    return f"`{key}`" if op == RUN else f"{op} {key}"
+    return f"`{key}`" if op == Op.RUN else f"{op} {key}"
 
 
 class ProbeFailed(Exception):
@@ -212,12 +237,24 @@ def file_name_text(name: str) -> str:
 
 
 class Host(ABC):
-    """All I/O with the machine. Implementations: LiveHost, RecordingHost, ReplayHost."""
+    """All I/O with the machine. The five hosts a run reads (host/foreign.py's `open_input`
+    picks one for `--from`):
+
+    - `LiveHost` (host/live.py): the machine dldoctor runs on;
+    - `LiveHost(root=...)`: `--root`, a copy of a machine's filesystem (commands and
+      probes still concern this machine);
+    - `ReplayHost` (host/replay.py): a dldoctor bundle, `--from DIR` or its .tar.gz;
+    - `SosReportHost` (host/sosreport.py): a sos report, its tree or its archive;
+    - `BugReportHost` (host/bugreport.py): an nvidia-bug-report.log(.gz).
+
+    `ObservingHost` and `RecordingHost` (host/recording.py) wrap any of them: they see each
+    answer, and the recording one writes them as a bundle (`snapshot`).
+    """
 
     kind = "abstract"
     # What an answer the source does not have means: missing on the host. A foreign capture
     # (host/bugreport.py), and a bundle converted from one, answer not_captured instead.
-    absent = MISSING
+    absent = AnswerStatus.MISSING
 
     @abstractmethod
     def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer: ...
@@ -246,7 +283,7 @@ class Host(ABC):
         (monotonic clock): how one run keeps its probes within one budget, so that hung
         commands asked in turn cost one timeout in all. Replay ignores it."""
 
-    def limit(self, op: str, timeout: float | None = None) -> float | None:
+    def limit(self, op: Op, timeout: float | None = None) -> float | None:
         """The time limit an operation would get if it started now (None: unbounded)."""
         return None
 

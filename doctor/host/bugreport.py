@@ -22,21 +22,12 @@ from dataclasses import dataclass
 
 from dldoctor import shellwords
 from dldoctor.host.base import (
-    ERROR,
-    LINK,
-    LIST,
     MAX_READ_BYTES,
-    MISSING,
-    NOT_CAPTURED,
-    OK,
-    PERMISSION_DENIED,
-    PROBE,
-    READ,
-    RUN,
-    STATVFS,
     Answer,
+    AnswerStatus,
     CommandResult,
     Host,
+    Op,
     command_key,
     stdout_cap,
 )
@@ -55,10 +46,10 @@ MAX_COMMAND_LINE = 4096
 SNIFF_BYTES = 64 * 1024  # the prologue is in the first few hundred bytes
 
 
-def why_not(op: str, key: str) -> str:
+def why_not(op: Op, key: str) -> str:
     """The reason a check that needed (op, key) is skipped, as sos's reader words its own."""
     probe = "NVML" if key == "nvml" else f"the {key} probe"
-    what = {RUN: f"command `{key}`", PROBE: probe}.get(op, key)
+    what = {Op.RUN: f"command `{key}`", Op.PROBE: probe}.get(op, key)
     return f"not in this nvidia-bug-report ({what}, not captured)"
 
 
@@ -305,7 +296,7 @@ def command_words(name: str) -> tuple[str, ...]:
 
 class BugReportHost(Host):
     kind = "nvidia-bug-report"
-    absent = NOT_CAPTURED
+    absent = AnswerStatus.NOT_CAPTURED
 
     def __init__(self, report: BugReport, path: str = ""):
         self.report = report
@@ -328,48 +319,60 @@ class BugReportHost(Host):
         return what + (f", collected {self.report.date}" if self.report.date else "")
 
     @staticmethod
-    def _absent(op: str, key: str) -> Answer:
-        return Answer(op, key, NOT_CAPTURED, error=why_not(op, key))
+    def _absent(op: Op, key: str) -> Answer:
+        return Answer(op, key, AnswerStatus.NOT_CAPTURED, error=why_not(op, key))
 
     def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
         section = self.files.get(posixpath.normpath(path) if path.startswith("/") else path)
         if section is None:
             derived = self.derived.get(path)
             if derived:
-                return Answer(READ, path, OK, (derived + "\n").encode())
-            return self._absent(READ, path)
+                return Answer(Op.READ, path, AnswerStatus.OK, (derived + "\n").encode())
+            return self._absent(Op.READ, path)
         if section.kind == "missing":
-            return Answer(READ, path, MISSING, error="the log says it does not exist")
+            return Answer(
+                Op.READ, path, AnswerStatus.MISSING, error="the log says it does not exist"
+            )
         if section.kind == "unreadable":
-            return Answer(READ, path, PERMISSION_DENIED, error="the log says it is not readable")
-        return Answer(READ, path, OK, section.body[:max_bytes])
+            return Answer(
+                Op.READ,
+                path,
+                AnswerStatus.PERMISSION_DENIED,
+                error="the log says it is not readable",
+            )
+        return Answer(Op.READ, path, AnswerStatus.OK, section.body[:max_bytes])
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
         key = command_key(argv)
         if tuple(argv) == ("uname", "-a") and self.report.uname:
-            return Answer(RUN, key, OK, CommandResult(0, (self.report.uname + "\n").encode(), b""))
+            return Answer(
+                Op.RUN,
+                key,
+                AnswerStatus.OK,
+                CommandResult(0, (self.report.uname + "\n").encode(), b""),
+            )
         words = (posixpath.basename(argv[0]), *argv[1:]) if argv else ()
         for candidate in (words, ALIASES.get(words)):
             section = self.commands.get(candidate) if candidate else None
             if section is not None:
                 if len(section.body) > stdout_cap(argv):  # as a live run of it: no answer
                     why = f"its section is larger than {stdout_cap(argv)} bytes, the most kept"
-                    return Answer(RUN, key, ERROR, error=why)
+                    return Answer(Op.RUN, key, AnswerStatus.ERROR, error=why)
                 # The script merges stderr into stdout and keeps no exit status.
-                return Answer(RUN, key, OK, CommandResult(0, section.body, b""))
-        return self._absent(RUN, key)
+                return Answer(Op.RUN, key, AnswerStatus.OK, CommandResult(0, section.body, b""))
+        return self._absent(Op.RUN, key)
 
     def listdir(self, path: str) -> Answer:
-        return self._absent(LIST, path)
+        return self._absent(Op.LIST, path)
 
     def readlink(self, path: str) -> Answer:
-        return self._absent(LINK, path)
+        return self._absent(Op.LINK, path)
 
     def statvfs(self, path: str) -> Answer:
-        return self._absent(STATVFS, path)
+        return self._absent(Op.STATVFS, path)
 
     def probe(self, name: str) -> Answer:
-        return self._absent(PROBE, name)
+        return self._absent(Op.PROBE, name)
 
 
 def open_bug_report(path: str) -> BugReportHost:

@@ -17,24 +17,14 @@ from typing import Any
 
 from dldoctor.host.base import (
     DEFAULT_MAX_BYTES,
-    ERROR,
-    LINK,
-    LIST,
     MAX_READ_BYTES,
     MAX_STDERR_BYTES,
-    MISSING,
-    NOT_INSTALLED,
-    OK,
     OUTPUT_BUDGET_BYTES,
-    PERMISSION_DENIED,
-    PROBE,
-    READ,
-    RUN,
-    STATVFS,
-    TIMEOUT,
     Answer,
+    AnswerStatus,
     CommandResult,
     Host,
+    Op,
     OutputBudget,
     call_with_timeout,
     capped_listing,
@@ -174,16 +164,20 @@ def _killpg(pgid: int) -> None:
 atexit.register(kill_children)
 
 
-def os_error_answer(op: str, key: str, exc: BaseException, duration: float) -> Answer:
+def os_error_answer(op: Op, key: str, exc: BaseException, duration: float) -> Answer:
     if isinstance(exc, ImportError):  # a probe's library (pynvml, ...) is not installed
-        return Answer(op, key, NOT_INSTALLED, error=str(exc), duration_s=duration)
+        return Answer(op, key, AnswerStatus.NOT_INSTALLED, error=str(exc), duration_s=duration)
     if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
-        return Answer(op, key, MISSING, duration_s=duration)
+        return Answer(op, key, AnswerStatus.MISSING, duration_s=duration)
     if isinstance(exc, PermissionError):
-        return Answer(op, key, PERMISSION_DENIED, error=str(exc), duration_s=duration)
+        return Answer(op, key, AnswerStatus.PERMISSION_DENIED, error=str(exc), duration_s=duration)
     if isinstance(exc, OSError):
-        return Answer(op, key, ERROR, error=exc.strerror or str(exc), duration_s=duration)
-    return Answer(op, key, ERROR, error=f"{type(exc).__name__}: {exc}", duration_s=duration)
+        return Answer(
+            op, key, AnswerStatus.ERROR, error=exc.strerror or str(exc), duration_s=duration
+        )
+    return Answer(
+        op, key, AnswerStatus.ERROR, error=f"{type(exc).__name__}: {exc}", duration_s=duration
+    )
 
 
 class LiveHost(Host):
@@ -233,12 +227,12 @@ class LiveHost(Host):
         self._commands_until, self._until = commands_until, until
         self._window = max(0.0, (commands_until or now) - now)
 
-    def limit(self, op: str, timeout: float | None = None) -> float | None:
+    def limit(self, op: Op, timeout: float | None = None) -> float | None:
         # File reads keep their own limit up to the deadline: a sysfs read asked after a
         # hung command (mdadm per array, nvme per controller) must still be made.
-        if op == PROBE:
+        if op == Op.PROBE:
             return _sooner(self.probe_timeout, self._until)
-        if op == RUN:
+        if op == Op.RUN:
             limit = self.command_timeout if timeout is None else timeout
             return _sooner(limit, self._commands_until)
         return _sooner(self.fs_timeout, self._until)
@@ -249,18 +243,18 @@ class LiveHost(Host):
         for argv in runs:
             limit = self.command_timeout
             call = lambda a=list(argv): self._run_now(a, None)  # noqa: E731
-            self._early[(RUN, command_key(argv))] = _Early(call, limit)
+            self._early[(Op.RUN, command_key(argv))] = _Early(call, limit)
         for name in probes:
             call = lambda n=name: self._probe_now(n)  # noqa: E731
-            self._early[(PROBE, name)] = _Early(call, self.probe_timeout)
+            self._early[(Op.PROBE, name)] = _Early(call, self.probe_timeout)
 
-    def _prefetched(self, op: str, key: str) -> Answer | None:
+    def _prefetched(self, op: Op, key: str) -> Answer | None:
         early = self._early.pop((op, key), None)
         return early.answer(op, key) if early is not None else None
 
-    def _spent(self, op: str, key: str) -> Answer:
+    def _spent(self, op: Op, key: str) -> Answer:
         why = f"the run's probe time ({seconds(self._window)} s) was used up"
-        return Answer(op, key, TIMEOUT, timeout_s=0, error=why)
+        return Answer(op, key, AnswerStatus.TIMEOUT, timeout_s=0, error=why)
 
     def describe(self) -> str:
         return "live" if self.root == "/" else f"live (root {self.root})"
@@ -270,19 +264,19 @@ class LiveHost(Host):
             return path
         return resolve_in_root(self.root, path, follow_last=follow_last)
 
-    def _timed(self, op: str, key: str, fn: Callable[[], Any], limit: float | None) -> Answer:
+    def _timed(self, op: Op, key: str, fn: Callable[[], Any], limit: float | None) -> Answer:
         if limit is None or limit <= 0:
             return self._spent(op, key)
         start = time.monotonic()
         finished, result = call_with_timeout(fn, limit)
         duration = time.monotonic() - start
         if not finished:
-            return Answer(op, key, TIMEOUT, duration_s=duration, timeout_s=limit)
+            return Answer(op, key, AnswerStatus.TIMEOUT, duration_s=duration, timeout_s=limit)
         if isinstance(result, BaseException):
             return os_error_answer(op, key, result, duration)
-        return Answer(op, key, OK, result, duration_s=duration)
+        return Answer(op, key, AnswerStatus.OK, result, duration_s=duration)
 
-    def _fs(self, op: str, key: str, fn: Callable[[], Any]) -> Answer:
+    def _fs(self, op: Op, key: str, fn: Callable[[], Any]) -> Answer:
         return self._timed(op, key, fn, self.limit(op))
 
     def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
@@ -299,18 +293,20 @@ class LiveHost(Host):
                     left -= len(chunk)
             return b"".join(chunks)
 
-        return self._fs(READ, path, read)
+        return self._fs(Op.READ, path, read)
 
     def listdir(self, path: str) -> Answer:
         return capped_listing(
             self._fs(
-                LIST, path, lambda: tuple(sorted(map(file_name_text, os.listdir(self._real(path)))))
+                Op.LIST,
+                path,
+                lambda: tuple(sorted(map(file_name_text, os.listdir(self._real(path))))),
             )
         )
 
     def readlink(self, path: str) -> Answer:
         return self._fs(
-            LINK, path, lambda: file_name_text(os.readlink(self._real(path, follow_last=False)))
+            Op.LINK, path, lambda: file_name_text(os.readlink(self._real(path, follow_last=False)))
         )
 
     def statvfs(self, path: str) -> Answer:
@@ -318,25 +314,25 @@ class LiveHost(Host):
             st = os.statvfs(self._real(path))
             return {name: int(getattr(st, name)) for name in STATVFS_FIELDS}
 
-        return self._fs(STATVFS, path, stat)
+        return self._fs(Op.STATVFS, path, stat)
 
     def probe(self, name: str) -> Answer:
-        early = self._prefetched(PROBE, name)
+        early = self._prefetched(Op.PROBE, name)
         return early if early is not None else self._probe_now(name)
 
     def _probe_now(self, name: str) -> Answer:
         fn = self.probes.get(name)
         if fn is None:
-            return Answer(PROBE, name, ERROR, error=f"no probe named {name!r}")
-        limit = self.limit(PROBE)
+            return Answer(Op.PROBE, name, AnswerStatus.ERROR, error=f"no probe named {name!r}")
+        limit = self.limit(Op.PROBE)
         if isinstance(fn, ChildProbe):
             return self._child_probe(name, fn, limit)
-        return self._timed(PROBE, name, fn, limit)
+        return self._timed(Op.PROBE, name, fn, limit)
 
     def _child_probe(self, name: str, child: ChildProbe, limit: float | None) -> Answer:
         if limit is None or limit <= 0:
-            return self._spent(PROBE, name)
-        answer = self._spawn(PROBE, name, child.argv(), limit)
+            return self._spent(Op.PROBE, name)
+        answer = self._spawn(Op.PROBE, name, child.argv(), limit)
         if not answer.ok:
             return answer
         out = answer.value
@@ -345,35 +341,39 @@ class LiveHost(Host):
             status = said["status"]
         except (ValueError, TypeError, KeyError, RecursionError):
             why = out.stderr.decode("utf-8", "replace").strip().splitlines()
-            return Answer(PROBE, name, ERROR, duration_s=answer.duration_s, timeout_s=limit,
-                          error=f"probe exited {out.returncode}: "
-                                f"{why[-1][:200] if why else 'no answer'}")  # fmt: skip
-        if status == OK:
-            return Answer(PROBE, name, OK, said.get("value"), duration_s=answer.duration_s,
-                          timeout_s=limit)  # fmt: skip
-        return Answer(PROBE, name, NOT_INSTALLED if status == NOT_INSTALLED else ERROR,
-                      error=str(said.get("error", "")), duration_s=answer.duration_s)  # fmt: skip
+            error = f"probe exited {out.returncode}: {why[-1][:200] if why else 'no answer'}"
+            return Answer(Op.PROBE, name, AnswerStatus.ERROR, error=error,
+                          duration_s=answer.duration_s, timeout_s=limit)  # fmt: skip
+        if status == AnswerStatus.OK:
+            return Answer(Op.PROBE, name, AnswerStatus.OK, said.get("value"),
+                          duration_s=answer.duration_s, timeout_s=limit)  # fmt: skip
+        not_installed = status == AnswerStatus.NOT_INSTALLED
+        failed = AnswerStatus.NOT_INSTALLED if not_installed else AnswerStatus.ERROR
+        return Answer(Op.PROBE, name, failed, error=str(said.get("error", "")),
+                      duration_s=answer.duration_s)  # fmt: skip
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
-        early = self._prefetched(RUN, command_key(argv)) if timeout is None else None
+        early = self._prefetched(Op.RUN, command_key(argv)) if timeout is None else None
         return early if early is not None else self._run_now(argv, timeout)
 
     def _run_now(self, argv: Sequence[str], timeout: float | None) -> Answer:
         key = command_key(argv)
-        limit = self.limit(RUN, timeout)
+        limit = self.limit(Op.RUN, timeout)
         if limit is None or limit <= 0:
-            return self._spent(RUN, key)
+            return self._spent(Op.RUN, key)
         # The PATH walk stats every entry: a hung NFS folder on PATH must not hang us.
         search = self.env.get("PATH", os.defpath)
         found, exe = call_with_timeout(lambda: shutil.which(argv[0], path=search), limit)
         if not found:
-            return Answer(RUN, key, TIMEOUT, error="looking up the command on PATH",
+            return Answer(Op.RUN, key, AnswerStatus.TIMEOUT, error="looking up the command on PATH",
                           timeout_s=limit)  # fmt: skip
         if exe is None or isinstance(exe, BaseException):
-            return Answer(RUN, key, NOT_INSTALLED, error=f"{argv[0]}: not found on PATH")
-        return self._spawn(RUN, key, [exe, *argv[1:]], limit)
+            return Answer(
+                Op.RUN, key, AnswerStatus.NOT_INSTALLED, error=f"{argv[0]}: not found on PATH"
+            )
+        return self._spawn(Op.RUN, key, [exe, *argv[1:]], limit)
 
-    def _spawn(self, op: str, key: str, argv: list[str], limit: float) -> Answer:
+    def _spawn(self, op: Op, key: str, argv: list[str], limit: float) -> Answer:
         start = time.monotonic()
         try:
             proc = CHILDREN.spawn(
@@ -387,14 +387,14 @@ class LiveHost(Host):
         except OSError as exc:
             return os_error_answer(op, key, exc, time.monotonic() - start)
         if proc is None:
-            return Answer(op, key, ERROR, error="not run: dldoctor is exiting")
+            return Answer(op, key, AnswerStatus.ERROR, error="not run: dldoctor is exiting")
         try:
-            cap = min(self.max_stdout, stdout_cap(argv)) if op == RUN else self.max_stdout
+            cap = min(self.max_stdout, stdout_cap(argv)) if op == Op.RUN else self.max_stdout
             out, err, over = self._collect(proc, start + limit, cap)
             if out is None:  # the deadline came first
                 _kill_group(proc)
                 CHILDREN.end_orphans()  # what it started outside its group (holding the pipe)
-                return Answer(op, key, TIMEOUT, duration_s=time.monotonic() - start,
+                return Answer(op, key, AnswerStatus.TIMEOUT, duration_s=time.monotonic() - start,
                               timeout_s=limit)  # fmt: skip
             if over:  # no answer can be read from output cut short: stop it now
                 _kill_group(proc)
@@ -404,8 +404,8 @@ class LiveHost(Host):
                 except subprocess.TimeoutExpired:  # closed its pipes but kept running
                     _kill_group(proc)
                     CHILDREN.end_orphans()
-                    return Answer(op, key, TIMEOUT, duration_s=time.monotonic() - start,
-                                  timeout_s=limit)  # fmt: skip
+                    return Answer(op, key, AnswerStatus.TIMEOUT,
+                                  duration_s=time.monotonic() - start, timeout_s=limit)  # fmt: skip
         finally:
             CHILDREN.done(proc)
             for pipe in (proc.stdout, proc.stderr):
@@ -416,9 +416,9 @@ class LiveHost(Host):
         if over:
             # An error, not a verdict: the fact sees why, and the finding names it. The part
             # read is kept in `value` for whoever wants to look at it.
-            return Answer(op, key, ERROR, result, error=over, duration_s=duration,
+            return Answer(op, key, AnswerStatus.ERROR, result, error=over, duration_s=duration,
                           timeout_s=limit)  # fmt: skip
-        return Answer(op, key, OK, result, duration_s=duration, timeout_s=limit)
+        return Answer(op, key, AnswerStatus.OK, result, duration_s=duration, timeout_s=limit)
 
     def _collect(
         self, proc: subprocess.Popen, deadline: float, max_stdout: int
@@ -481,11 +481,11 @@ class _Early:
 
         threading.Thread(target=work, name="dldoctor-early", daemon=True).start()
 
-    def answer(self, op: str, key: str) -> Answer:
+    def answer(self, op: Op, key: str) -> Answer:
         # The operation is bounded by its own limit; the margin covers killing it.
         if self._done.wait(self._limit + 2.0) and self._answer is not None:
             return self._answer
-        return Answer(op, key, ERROR, error="started early, and gave no answer")
+        return Answer(op, key, AnswerStatus.ERROR, error="started early, and gave no answer")
 
 
 def _sooner(limit: float, until: float | None) -> float:

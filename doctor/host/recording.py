@@ -5,18 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from dldoctor.host.base import (
-    LINK,
-    LIST,
-    MAX_READ_BYTES,
-    PROBE,
-    READ,
-    RUN,
-    STATVFS,
-    Answer,
-    Host,
-    command_key,
-)
+from dldoctor.host.base import MAX_READ_BYTES, Answer, Host, Op, command_key
 
 
 class ObservingHost(Host):
@@ -33,7 +22,7 @@ class ObservingHost(Host):
     def bound(self, *, commands_until: float | None, until: float | None) -> None:
         self.inner.bound(commands_until=commands_until, until=until)
 
-    def limit(self, op: str, timeout: float | None = None) -> float | None:
+    def limit(self, op: Op, timeout: float | None = None) -> float | None:
         return self.inner.limit(op, timeout)
 
     def prefetch(self, *, runs: Sequence[Sequence[str]] = (), probes: Sequence[str] = ()) -> None:
@@ -42,10 +31,10 @@ class ObservingHost(Host):
     def seen(self, answer: Answer, argv: Sequence[str] | None) -> None:
         raise NotImplementedError
 
-    def asking(self, op: str, key: str, timeout: float | None) -> None:
+    def asking(self, op: Op, key: str, timeout: float | None) -> None:
         """Called before each operation (facts use it to say what a check waits on)."""
 
-    def _ask(self, op: str, key: str, call, argv: Sequence[str] | None = None,
+    def _ask(self, op: Op, key: str, call, argv: Sequence[str] | None = None,
              timeout: float | None = None) -> Answer:  # fmt: skip
         self.asking(op, key, timeout)
         answer = call()
@@ -53,23 +42,23 @@ class ObservingHost(Host):
         return answer
 
     def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
-        return self._ask(READ, path, lambda: self.inner.read(path, max_bytes=max_bytes))
+        return self._ask(Op.READ, path, lambda: self.inner.read(path, max_bytes=max_bytes))
 
     def listdir(self, path: str) -> Answer:
-        return self._ask(LIST, path, lambda: self.inner.listdir(path))
+        return self._ask(Op.LIST, path, lambda: self.inner.listdir(path))
 
     def readlink(self, path: str) -> Answer:
-        return self._ask(LINK, path, lambda: self.inner.readlink(path))
+        return self._ask(Op.LINK, path, lambda: self.inner.readlink(path))
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
         call = lambda: self.inner.run(argv, timeout=timeout)  # noqa: E731
-        return self._ask(RUN, command_key(argv), call, tuple(argv), timeout)
+        return self._ask(Op.RUN, command_key(argv), call, tuple(argv), timeout)
 
     def statvfs(self, path: str) -> Answer:
-        return self._ask(STATVFS, path, lambda: self.inner.statvfs(path))
+        return self._ask(Op.STATVFS, path, lambda: self.inner.statvfs(path))
 
     def probe(self, name: str) -> Answer:
-        return self._ask(PROBE, name, lambda: self.inner.probe(name))
+        return self._ask(Op.PROBE, name, lambda: self.inner.probe(name))
 
 
 class RecordingHost(ObservingHost):
@@ -90,7 +79,7 @@ class RecordingHost(ObservingHost):
             # Two reads of one file with different size limits: keep the fuller one, so
             # that a replay can answer both.
             if (
-                answer.op == READ
+                answer.op == Op.READ
                 and old
                 and old[0].ok
                 and answer.ok
@@ -105,7 +94,7 @@ class RecordingHost(ObservingHost):
         with self._lock:
             return list(self._answers.values())
 
-    def answer(self, op: str, key: str) -> Answer | None:
+    def answer(self, op: Op, key: str) -> Answer | None:
         """The answer kept for (op, key), None when it was never asked."""
         with self._lock:
             kept = self._answers.get((op, key))

@@ -10,22 +10,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from dldoctor.host.base import (
-    ERROR,
-    LINK,
-    LIST,
     MAX_READ_BYTES,
     MAX_STDERR_BYTES,
-    MISSING,
-    NOT_CAPTURED,
-    OK,
     OUTPUT_BUDGET_BYTES,
-    PROBE,
-    READ,
-    RUN,
-    STATVFS,
     Answer,
+    AnswerStatus,
     CommandResult,
     Host,
+    Op,
     OutputBudget,
     capped_listing,
     command_key,
@@ -40,7 +32,7 @@ from dldoctor.snapshots.bundle import (
 )
 
 
-def _from_meta(op: str, key: str, meta: dict[str, Any], value: Any = None) -> Answer:
+def _from_meta(op: Op, key: str, meta: dict[str, Any], value: Any = None) -> Answer:
     timeout = meta.get("timeout_s")
     return Answer(
         op,
@@ -61,38 +53,40 @@ class ReplayHost(Host):
         # what the user gave: an archive's extracted folder is gone once the run ends
         self.label = label or self.bundle.path
         # A bundle converted from an nvidia-bug-report: what it lacks was never looked at.
-        converted = self.bundle.manifest.get("absent") == NOT_CAPTURED
-        self.absent = NOT_CAPTURED if converted else MISSING
+        converted = self.bundle.manifest.get("absent") == AnswerStatus.NOT_CAPTURED
+        self.absent = AnswerStatus.NOT_CAPTURED if converted else AnswerStatus.MISSING
         self.output_budget = OutputBudget(OUTPUT_BUDGET_BYTES)  # as a live host's
 
-    def _lacks(self, op: str, key: str, error: str = "") -> Answer:
-        if self.absent == NOT_CAPTURED:
+    def _lacks(self, op: Op, key: str, error: str = "") -> Answer:
+        if self.absent == AnswerStatus.NOT_CAPTURED:
             error = "not in the capture this bundle was converted from"
         return Answer(op, key, self.absent, error=error)
 
     def describe(self) -> str:
         return f"replay of {self.label}"
 
-    def _guard(self, op: str, key: str, fn) -> Answer:
+    def _guard(self, op: Op, key: str, fn) -> Answer:
         # Odd bundle content (a loop of links, a folder where a file belongs) is an answer,
         # never an exception that escapes into a check.
         try:
             return fn()
         except Exception as exc:  # noqa: BLE001 - a Host never raises
-            return Answer(op, key, ERROR, error=f"bad bundle entry: {type(exc).__name__}: {exc}")
+            return Answer(
+                op, key, AnswerStatus.ERROR, error=f"bad bundle entry: {type(exc).__name__}: {exc}"
+            )
 
     def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
         def read() -> Answer:
-            meta = self.bundle.entry(READ, path)
+            meta = self.bundle.entry(Op.READ, path)
             if meta is not None:
                 value = None
-                if status_of(meta) == OK:
+                if status_of(meta) == AnswerStatus.OK:
                     try:
                         value = base64.b64decode(meta.get("content_b64", ""), validate=True)
                     except (binascii.Error, TypeError) as exc:
                         raise ValueError(f"content_b64 of {path}: {exc}") from None
                     value = value[:max_bytes]
-                return _from_meta(READ, path, meta, value)
+                return _from_meta(Op.READ, path, meta, value)
             # A stat, then one open and one fstat: a FIFO or a device planted in a bundle is
             # never opened (opening a device runs its driver), and a file swapped in since
             # is not read. The last part is looked at without following it; only a link
@@ -107,69 +101,71 @@ class ReplayHost(Host):
                     mode = os.stat(real).st_mode
                 if not stat.S_ISREG(mode):
                     why = "is a directory" if stat.S_ISDIR(mode) else "not a regular file"
-                    return Answer(READ, path, ERROR, error=why)
+                    return Answer(Op.READ, path, AnswerStatus.ERROR, error=why)
                 fd = os.open(real, flags | os.O_NOFOLLOW)
             except (FileNotFoundError, NotADirectoryError):
-                return self._lacks(READ, path)
+                return self._lacks(Op.READ, path)
             if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the stat
                 os.close(fd)
-                return Answer(READ, path, ERROR, error="not a regular file")
+                return Answer(Op.READ, path, AnswerStatus.ERROR, error="not a regular file")
             with open(fd, "rb") as f:
-                return Answer(READ, path, OK, f.read(max_bytes))
+                return Answer(Op.READ, path, AnswerStatus.OK, f.read(max_bytes))
 
-        return self._guard(READ, path, read)
+        return self._guard(Op.READ, path, read)
 
     def listdir(self, path: str) -> Answer:
         def listdir() -> Answer:
-            meta = self.bundle.entry(LIST, path)
+            meta = self.bundle.entry(Op.LIST, path)
             if meta is not None:
-                entries = meta.get("entries", []) if status_of(meta) == OK else None
+                entries = meta.get("entries", []) if status_of(meta) == AnswerStatus.OK else None
                 if entries is not None:
                     entries = tuple(sorted(str(e) for e in entries))
-                return _from_meta(LIST, path, meta, entries)
+                return _from_meta(Op.LIST, path, meta, entries)
             real = self.bundle.files_path(path)
             if not os.path.isdir(real):
-                return self._lacks(LIST, path)
-            return Answer(LIST, path, OK, tuple(sorted(map(file_name_text, os.listdir(real)))))
+                return self._lacks(Op.LIST, path)
+            return Answer(
+                Op.LIST, path, AnswerStatus.OK, tuple(sorted(map(file_name_text, os.listdir(real))))
+            )
 
-        return capped_listing(self._guard(LIST, path, listdir))
+        return capped_listing(self._guard(Op.LIST, path, listdir))
 
     def readlink(self, path: str) -> Answer:
         def readlink() -> Answer:
-            meta = self.bundle.entry(LINK, path)
+            meta = self.bundle.entry(Op.LINK, path)
             if meta is not None:
-                return _from_meta(LINK, path, meta, meta.get("target"))
+                return _from_meta(Op.LINK, path, meta, meta.get("target"))
             real = self.bundle.files_path(path, follow_last=False)
             if os.path.islink(real):
-                return Answer(LINK, path, OK, file_name_text(os.readlink(real)))
+                return Answer(Op.LINK, path, AnswerStatus.OK, file_name_text(os.readlink(real)))
             if os.path.exists(real):
-                return Answer(LINK, path, ERROR, error="not a symbolic link")
-            return self._lacks(LINK, path)
+                return Answer(Op.LINK, path, AnswerStatus.ERROR, error="not a symbolic link")
+            return self._lacks(Op.LINK, path)
 
-        return self._guard(LINK, path, readlink)
+        return self._guard(Op.LINK, path, readlink)
 
     def statvfs(self, path: str) -> Answer:
         def statvfs() -> Answer:
-            meta = self.bundle.entry(STATVFS, path)
+            meta = self.bundle.entry(Op.STATVFS, path)
             if meta is None:
-                return self._lacks(STATVFS, path)
+                return self._lacks(Op.STATVFS, path)
             value = meta.get("value")
-            if status_of(meta) == OK and not isinstance(value, dict):
+            if status_of(meta) == AnswerStatus.OK and not isinstance(value, dict):
                 raise ValueError(f"statvfs of {path} has no value")
-            return _from_meta(STATVFS, path, meta, value)
+            return _from_meta(Op.STATVFS, path, meta, value)
 
-        return self._guard(STATVFS, path, statvfs)
+        return self._guard(Op.STATVFS, path, statvfs)
 
     def probe(self, name: str) -> Answer:
         def probe() -> Answer:
             meta = self.bundle.json(probe_relpath(name))
             if meta is None:
-                return self._lacks(PROBE, name)
+                return self._lacks(Op.PROBE, name)
             if not isinstance(meta, dict):
                 raise ValueError(f"{probe_relpath(name)} is not a JSON object")
-            return _from_meta(PROBE, name, meta, meta.get("value"))
+            return _from_meta(Op.PROBE, name, meta, meta.get("value"))
 
-        return self._guard(PROBE, name, probe)
+        return self._guard(Op.PROBE, name, probe)
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
         key = command_key(argv)
@@ -185,7 +181,7 @@ class ReplayHost(Host):
                 if "argv" in meta and list(meta["argv"]) != list(argv):
                     continue  # another command line that mangles to the same name
                 value = None
-                if status_of(meta) == OK:
+                if status_of(meta) == AnswerStatus.OK:
                     sizes = 0
                     caps = {"stdout": stdout_cap(argv), "stderr": MAX_STDERR_BYTES}
                     for name, cap in caps.items():
@@ -194,7 +190,7 @@ class ReplayHost(Host):
                         size = self.bundle.size(f"{folder}/{name}")
                         if size > cap:
                             why = f"{folder}/{name} is larger than {cap} bytes, the most kept"
-                            return Answer(RUN, key, ERROR, error=why)
+                            return Answer(Op.RUN, key, AnswerStatus.ERROR, error=why)
                         sizes += size
                     granted = self.output_budget.take(sizes)
                     if granted < sizes:
@@ -203,13 +199,13 @@ class ReplayHost(Host):
                             f"{folder}: the commands of this bundle hold more than "
                             f"{self.output_budget.total} bytes between them, the most kept"
                         )
-                        return Answer(RUN, key, ERROR, error=why)
+                        return Answer(Op.RUN, key, AnswerStatus.ERROR, error=why)
                     value = CommandResult(
                         int(meta.get("returncode", 0)),
                         self.bundle.read_bytes(f"{folder}/stdout", caps["stdout"]) or b"",
                         self.bundle.read_bytes(f"{folder}/stderr", MAX_STDERR_BYTES) or b"",
                     )
-                return _from_meta(RUN, key, meta, value)
-            return self._lacks(RUN, key, error="not in the bundle")
+                return _from_meta(Op.RUN, key, meta, value)
+            return self._lacks(Op.RUN, key, error="not in the bundle")
 
-        return self._guard(RUN, key, run)
+        return self._guard(Op.RUN, key, run)

@@ -23,21 +23,11 @@ from typing import Any
 
 from dldoctor import shellwords
 from dldoctor.host.base import (
-    ERROR,
-    LINK,
-    LIST,
     MAX_READ_BYTES,
-    MISSING,
-    NOT_CAPTURED,
-    NOT_INSTALLED,
-    OK,
-    PROBE,
-    READ,
-    RUN,
-    STATVFS,
-    TIMEOUT,
     Answer,
+    AnswerStatus,
     CommandResult,
+    Op,
     command_key,
     stdout_cap,
 )
@@ -320,7 +310,7 @@ class SosReportHost(ReplayHost):
         """The plugin whose copy spec covers `path`, "" when none does."""
         return next((plugin for plugin, spec in COPIED if _covers(spec, path)), "")
 
-    def _absent(self, op: str, path: str, *, listing: bool = False) -> Answer:
+    def _absent(self, op: Op, path: str, *, listing: bool = False) -> Answer:
         """What the report's lack of `path` means: missing when a plugin that ran copies
         it (or, for a listing, lists it whole), else not captured."""
         plugin = self._lister(path) if listing else self._copied_by(path)
@@ -329,31 +319,33 @@ class SosReportHost(ReplayHost):
         if (
             in_cpu
             and self._cpu_folders_cut()
-            and ReplayHost.listdir(self, folder).status == MISSING
+            and ReplayHost.listdir(self, folder).status == AnswerStatus.MISSING
         ):
-            return Answer(op, path, NOT_CAPTURED, error=self._cpu_folders_cut())
+            return Answer(op, path, AnswerStatus.NOT_CAPTURED, error=self._cpu_folders_cut())
         if plugin and plugin in self.plugins:
-            return Answer(op, path, MISSING)
-        return Answer(op, path, NOT_CAPTURED, error=_reason(path, plugin))
+            return Answer(op, path, AnswerStatus.MISSING)
+        return Answer(op, path, AnswerStatus.NOT_CAPTURED, error=_reason(path, plugin))
 
     def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
         if self._own(path):
-            return Answer(READ, path, NOT_CAPTURED, error=_reason(path))
+            return Answer(Op.READ, path, AnswerStatus.NOT_CAPTURED, error=_reason(path))
         answer = super().read(path, max_bytes=max_bytes)
-        if answer.status != MISSING:
+        if answer.status != AnswerStatus.MISSING:
             return answer
         if path.startswith("/proc/sys/"):
             return self._sysctl_read(path, max_bytes)
-        return self._absent(READ, path)
+        return self._absent(Op.READ, path)
 
     def _sysctl_read(self, path: str, max_bytes: int) -> Answer:
         values = self._sysctl_values()
         if values is None:
-            return Answer(READ, path, NOT_CAPTURED, error=_reason(path, "kernel"))
+            return Answer(Op.READ, path, AnswerStatus.NOT_CAPTURED, error=_reason(path, "kernel"))
         name = ".".join(p.replace(".", "/") for p in path[len("/proc/sys/") :].split("/") if p)
         if name not in values:
-            return Answer(READ, path, MISSING)  # `sysctl -a` prints every readable key
-        return Answer(READ, path, OK, (values[name] + "\n").encode()[:max_bytes])
+            return Answer(
+                Op.READ, path, AnswerStatus.MISSING
+            )  # `sysctl -a` prints every readable key
+        return Answer(Op.READ, path, AnswerStatus.OK, (values[name] + "\n").encode()[:max_bytes])
 
     def _sysctl_values(self) -> dict[str, str] | None:
         with self._lock:
@@ -371,17 +363,17 @@ class SosReportHost(ReplayHost):
 
     def listdir(self, path: str) -> Answer:
         if self._own(path) or path.rstrip("/") == "":
-            return Answer(LIST, path, NOT_CAPTURED, error=_reason(path))
+            return Answer(Op.LIST, path, AnswerStatus.NOT_CAPTURED, error=_reason(path))
         answer = super().listdir(path)
-        if answer.status == MISSING:
-            return self._absent(LIST, path, listing=True)
+        if answer.status == AnswerStatus.MISSING:
+            return self._absent(Op.LIST, path, listing=True)
         plugin = self._lister(path)
         if answer.ok and path.rstrip("/") == CPU_ROOT and self._cpu_folders_cut():
-            return Answer(LIST, path, NOT_CAPTURED, error=self._cpu_folders_cut())
+            return Answer(Op.LIST, path, AnswerStatus.NOT_CAPTURED, error=self._cpu_folders_cut())
         if answer.ok and plugin not in self.plugins:  # sos copied some of what is in it
             why = f"{path}: only some of its entries were captured"
-            return Answer(LIST, path, NOT_CAPTURED, error=_reason(path, plugin) if plugin else
-                          f"not in this sos report ({why})")  # fmt: skip
+            error = _reason(path, plugin) if plugin else f"not in this sos report ({why})"
+            return Answer(Op.LIST, path, AnswerStatus.NOT_CAPTURED, error=error)
         return answer
 
     def _lister(self, path: str) -> str:
@@ -408,23 +400,23 @@ class SosReportHost(ReplayHost):
 
     def readlink(self, path: str) -> Answer:
         if self._own(path):
-            return Answer(LINK, path, NOT_CAPTURED, error=_reason(path))
+            return Answer(Op.LINK, path, AnswerStatus.NOT_CAPTURED, error=_reason(path))
         answer = super().readlink(path)
-        return self._absent(LINK, path) if answer.status == MISSING else answer
+        return self._absent(Op.LINK, path) if answer.status == AnswerStatus.MISSING else answer
 
     def statvfs(self, path: str) -> Answer:
         why = (
             f"not in this sos report (statvfs of {path}, not captured: sos keeps `df` output only)"
         )
-        return Answer(STATVFS, path, NOT_CAPTURED, error=why)
+        return Answer(Op.STATVFS, path, AnswerStatus.NOT_CAPTURED, error=why)
 
     def probe(self, name: str) -> Answer:
         what = "NVML" if name == "nvml" else f"the {name} probe"
-        return Answer(PROBE, name, NOT_CAPTURED, error=_reason(what))
+        return Answer(Op.PROBE, name, AnswerStatus.NOT_CAPTURED, error=_reason(what))
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
         key = command_key(argv)
-        return self._guard(RUN, key, lambda: self._run(tuple(argv), key))
+        return self._guard(Op.RUN, key, lambda: self._run(tuple(argv), key))
 
     def _run(self, argv: tuple[str, ...], key: str) -> Answer:
         for candidate, device in _equivalents(_sos_argv(argv)):
@@ -443,30 +435,32 @@ class SosReportHost(ReplayHost):
             if not record["file"]:
                 if record["exit"] == _EXIT_NOT_FOUND:
                     why = f"not installed when sos ran (plugin {record['plugin']})"
-                    return Answer(RUN, key, NOT_INSTALLED, error=why)
+                    return Answer(Op.RUN, key, AnswerStatus.NOT_INSTALLED, error=why)
                 why = f"sos kept no output (plugin {record['plugin']}, exit {record['exit']})"
-                return Answer(RUN, key, ERROR, error=why)
+                return Answer(Op.RUN, key, AnswerStatus.ERROR, error=why)
             return self._output(key, record, device, stdout_cap(argv))
         why = _reason(f"command `{key}`", RUN_BY.get(_program(argv), ""))
-        return Answer(RUN, key, NOT_CAPTURED, error=why)
+        return Answer(Op.RUN, key, AnswerStatus.NOT_CAPTURED, error=why)
 
     def _output(self, key: str, record: dict, device: str, cap: int) -> Answer:
         data = self.bundle.read_bytes(record["file"], cap + 1)
         if data is None:
             why = f"{record['file']} is listed in the manifest but not a file in the report"
-            return Answer(RUN, key, ERROR, error=why)
+            return Answer(Op.RUN, key, AnswerStatus.ERROR, error=why)
         if len(data) > cap:
             why = f"{record['file']} is larger than {cap} bytes, the most kept of its command"
-            return Answer(RUN, key, ERROR, error=why)
+            return Answer(Op.RUN, key, AnswerStatus.ERROR, error=why)
         if record["exit"] == _EXIT_TIMEOUT:
             why = f"sos's run of it timed out (plugin {record['plugin']})"
-            return Answer(RUN, key, TIMEOUT, error=why)
+            return Answer(Op.RUN, key, AnswerStatus.TIMEOUT, error=why)
         if device:
             section = mdadm_section(data.decode("utf-8", "replace"), device)
             if section is None:
                 why = f"sos's `mdadm -D /dev/md*` has no section for {device}"
-                return Answer(RUN, key, NOT_CAPTURED, error=_reason(why, record["plugin"]))
+                return Answer(
+                    Op.RUN, key, AnswerStatus.NOT_CAPTURED, error=_reason(why, record["plugin"])
+                )
             # mdadm printed this array's details: another array's failure set the status.
-            return Answer(RUN, key, OK, CommandResult(0, section.encode(), b""))
+            return Answer(Op.RUN, key, AnswerStatus.OK, CommandResult(0, section.encode(), b""))
         # sos keeps stderr in the same file as stdout.
-        return Answer(RUN, key, OK, CommandResult(record["exit"], data, b""))
+        return Answer(Op.RUN, key, AnswerStatus.OK, CommandResult(record["exit"], data, b""))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from dldoctor.facts import Facts
-from dldoctor.host.base import Answer, Host
+from dldoctor.host.base import Answer, Host, Op
 from dldoctor.host.recording import RecordingHost
 from dldoctor.model import Evidence, Finding, Report
 from dldoctor.policy import Policy
@@ -320,7 +320,7 @@ def _answer_lines(answer: Answer) -> list[str]:
     value = answer.value
     if isinstance(value, (tuple, list)):
         return [str(v) for v in value] or ["(empty folder)"]
-    if isinstance(value, (dict,)) or (answer.op == "probe"):
+    if isinstance(value, (dict,)) or (answer.op == Op.PROBE):
         return json.dumps(value, indent=1, default=str).splitlines()
     text = answer.text
     return text.splitlines() or ["(empty)"]

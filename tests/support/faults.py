@@ -13,22 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from dldoctor.host.base import (
-    ERROR,
-    LINK,
-    LIST,
     MAX_READ_BYTES,
-    MISSING,
-    NOT_INSTALLED,
-    OK,
-    PERMISSION_DENIED,
-    PROBE,
-    READ,
-    RUN,
-    STATVFS,
-    TIMEOUT,
     Answer,
+    AnswerStatus,
     CommandResult,
     Host,
+    Op,
     command_key,
 )
 
@@ -124,16 +114,18 @@ class FaultyHost(Host):
         self.hits += 1
         fault = self.fault
         if fault == "timeout":
-            return Answer(op, key, TIMEOUT, timeout_s=5.0)
+            return Answer(op, key, AnswerStatus.TIMEOUT, timeout_s=5.0)
         if fault == "permission_denied":
-            return Answer(op, key, PERMISSION_DENIED, error="Permission denied")
+            return Answer(op, key, AnswerStatus.PERMISSION_DENIED, error="Permission denied")
         if fault == "missing":
-            return Answer(op, key, NOT_INSTALLED if op == RUN else MISSING)
+            return Answer(
+                op, key, AnswerStatus.NOT_INSTALLED if op == Op.RUN else AnswerStatus.MISSING
+            )
         if fault == "error":
-            return Answer(op, key, ERROR, error="[Errno 5] Input/output error")
+            return Answer(op, key, AnswerStatus.ERROR, error="[Errno 5] Input/output error")
         if fault == "mutated":
             return self._mutated(real(), max_bytes)
-        return Answer(op, key, OK, self._value(op, key, max_bytes))
+        return Answer(op, key, AnswerStatus.OK, self._value(op, key, max_bytes))
 
     def _mutated(self, answer: Answer, max_bytes: int) -> Answer:
         assert self.mutate is not None
@@ -144,27 +136,27 @@ class FaultyHost(Host):
             value = self.mutate(value)[:max_bytes]
         elif isinstance(value, CommandResult):
             value = CommandResult(value.returncode, self.mutate(value.stdout), value.stderr)
-        return Answer(answer.op, answer.key, OK, value)
+        return Answer(answer.op, answer.key, AnswerStatus.OK, value)
 
     def _value(self, op: str, key: str, max_bytes: int) -> Any:
         huge = self.fault == "huge"
-        if op == READ:  # a read is cut at max_bytes, as every Host does
+        if op == Op.READ:  # a read is cut at max_bytes, as every Host does
             return (huge_text() if huge else garbage_text(key))[:max_bytes]
-        if op == RUN:
+        if op == Op.RUN:
             out = huge_text() if huge else garbage_text(key)
             return CommandResult(0, out, out[:1000])
-        if op == LIST:
+        if op == Op.LIST:
             if huge:
                 return tuple(f"{i}" for i in range(5000))
             return tuple(sorted(set(NASTY[:7]) | {"a" * 300, "..", "x/y"}))
-        if op == LINK:
+        if op == Op.LINK:
             return "../" * 2000 if huge else "²/../\x00/" + "x" * 300
-        if op == STATVFS:
+        if op == Op.STATVFS:
             if huge:
                 return {f: 10**5000 for f in ("f_bsize", "f_frsize", "f_blocks", "f_bfree",
                                               "f_bavail", "f_files", "f_ffree")}  # fmt: skip
             return {"f_bsize": -1, "f_blocks": "x", "f_bavail": None}
-        if op == PROBE:
+        if op == Op.PROBE:
             if huge:
                 return {"value": "A" * HUGE_BYTES, "gpus": [{"name": "9" * 5000}] * 64}
             return garbage_value(key)
@@ -172,23 +164,23 @@ class FaultyHost(Host):
 
     def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer:
         return self._answer(
-            READ, path, lambda: self.inner.read(path, max_bytes=max_bytes), max_bytes
+            Op.READ, path, lambda: self.inner.read(path, max_bytes=max_bytes), max_bytes
         )
 
     def listdir(self, path: str) -> Answer:
-        return self._answer(LIST, path, lambda: self.inner.listdir(path))
+        return self._answer(Op.LIST, path, lambda: self.inner.listdir(path))
 
     def readlink(self, path: str) -> Answer:
-        return self._answer(LINK, path, lambda: self.inner.readlink(path))
+        return self._answer(Op.LINK, path, lambda: self.inner.readlink(path))
 
     def run(self, argv: Sequence[str], **kw) -> Answer:
-        return self._answer(RUN, command_key(argv), lambda: self.inner.run(argv, **kw))
+        return self._answer(Op.RUN, command_key(argv), lambda: self.inner.run(argv, **kw))
 
     def statvfs(self, path: str) -> Answer:
-        return self._answer(STATVFS, path, lambda: self.inner.statvfs(path))
+        return self._answer(Op.STATVFS, path, lambda: self.inner.statvfs(path))
 
     def probe(self, name: str) -> Answer:
-        return self._answer(PROBE, name, lambda: self.inner.probe(name))
+        return self._answer(Op.PROBE, name, lambda: self.inner.probe(name))
 
 
 def recorder(inner: Host) -> tuple[FaultyHost, set[tuple[str, str]]]:
