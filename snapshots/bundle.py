@@ -178,15 +178,15 @@ def _write_tree(root, answers, report, argv, extra_files, absent=AnswerStatus.MI
                 meta["returncode"] = answer.value.returncode
                 put(f"{folder}/stdout", answer.value.stdout)
                 put(f"{folder}/stderr", answer.value.stderr)
-            put(f"{folder}/command.json", _json_bytes(meta))
+            put(f"{folder}/command.json", json_bytes(meta))
         elif answer.op == Op.PROBE:
             if answer.ok:
                 meta["value"] = answer.value
-            put(probe_relpath(answer.key), _json_bytes(meta))
+            put(probe_relpath(answer.key), json_bytes(meta))
 
-    put(ANSWERS, _json_bytes({k: v for k, v in index.items() if v}))
+    put(ANSWERS, json_bytes({k: v for k, v in index.items() if v}))
     if report is not None:
-        put(REPORT, _json_bytes(report))
+        put(REPORT, json_bytes(report))
     for rel, data in extra_files.items():
         put(rel, data)
     manifest = {
@@ -201,7 +201,7 @@ def _write_tree(root, answers, report, argv, extra_files, absent=AnswerStatus.MI
         absent != AnswerStatus.MISSING
     ):  # converted from a capture: what it lacks was never looked at
         manifest["absent"] = absent
-    put(MANIFEST, _json_bytes(manifest))
+    put(MANIFEST, json_bytes(manifest))
 
 
 def file_digests(members: dict[str, bytes]) -> dict[str, str]:
@@ -209,7 +209,7 @@ def file_digests(members: dict[str, bytes]) -> dict[str, str]:
     return {rel: hashlib.sha256(data).hexdigest() for rel, data in sorted(members.items())}
 
 
-def _json_bytes(data: Any) -> bytes:
+def json_bytes(data: Any) -> bytes:
     return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
 
 

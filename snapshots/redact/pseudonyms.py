@@ -9,7 +9,7 @@ import os
 import re
 import tempfile
 
-from dldoctor.snapshots.bundle import _json_bytes
+from dldoctor.snapshots.bundle import json_bytes
 from dldoctor.snapshots.redact.shapes import WORD_EDGE
 
 MAP_FORMAT = "dldoctor-redaction-map"
@@ -58,7 +58,7 @@ class Pseudonyms:
         fd, tmp = tempfile.mkstemp(prefix=".redact-map-", dir=folder)  # mkstemp: mode 0600
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(_json_bytes(data))
+                f.write(json_bytes(data))
             os.chmod(tmp, 0o600)
             os.replace(tmp, path)
         except BaseException:

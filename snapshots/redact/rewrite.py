@@ -14,9 +14,9 @@ from dldoctor.snapshots.bundle import (
     FILES,
     MANIFEST,
     REPORT,
-    _json_bytes,
     command_folders,
     file_digests,
+    json_bytes,
 )
 from dldoctor.snapshots.redact.discover import discover, host_path
 from dldoctor.snapshots.redact.redactor import Redactor
@@ -141,7 +141,7 @@ def _redact_member(rel: str, data: bytes, redactor: Redactor) -> bytes:
             return redactor.member(rel, data)
         try:
             # answers.json is keyed by host path: a content_b64 is redacted as that file
-            return _json_bytes(redactor.json_value(parsed))
+            return json_bytes(redactor.json_value(parsed))
         except RecursionError:  # nested deeper than Python recurses: redacted as text
             pass
     return redactor.member(rel, data)
@@ -159,4 +159,4 @@ def _redact_manifest(data: bytes, written: dict[str, bytes], redactor: Redactor)
         manifest["argv"] = [redactor.file_name(a) if isinstance(a, str) else a
                             for a in manifest["argv"]]  # fmt: skip
     manifest["files"] = file_digests(written)
-    return _json_bytes(manifest)
+    return json_bytes(manifest)
