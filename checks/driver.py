@@ -205,10 +205,10 @@ def nouveau(facts: Facts, policy: Policy) -> Outcome:
         return failed("the nouveau module is loaded", _blacklist_details(facts))
     if not bus.gpus(NVIDIA):
         return skipped("no NVIDIA GPU on the PCI bus")
-    if facts.get(container).in_container:
-        return passed("not loaded (the blacklist is the host's, not this container's)")
     blacklist = facts.get(nouveau_blacklist)  # an unread command line: no verdict (error)
     details = [*blacklist.files, *blacklist.cmdline]
+    if facts.get(container).in_container:
+        return passed("not loaded (the blacklist is the host's, not this container's)")
     if not blacklist.blacklisted:
         return warned(
             "Nouveau is not loaded but not blacklisted either: it may load on a "
