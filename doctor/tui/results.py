@@ -60,6 +60,7 @@ class RunningPanel(Static):
         super().__init__(**kwargs)
         self.session = session
         self._due = None  # the timer that shows a check once it has run for a while
+        self._shape: tuple[int, ...] = ()  # the width of each line last drawn
 
     def draw(self) -> None:
         if self.session.run.error:
@@ -83,7 +84,13 @@ class RunningPanel(Static):
             lines.append(f"{frame} {r.check_id}  {waiting} · {r.seconds:.0f} s{left}\n", "yellow")
         if len(slow) > 4:
             lines.append(f"  and {len(slow) - 4} more running", "dim")
-        self.update(lines.rstrip() or lines)
+        lines = lines.rstrip() or lines
+        # A spinner frame keeps every line's width: the panel is repainted, and the screen
+        # is not laid out again (a layout measures the detail's whole evidence, 10 times a
+        # second, and a key pressed meanwhile waited for it).
+        shape = tuple(line.cell_len for line in lines.split("\n"))
+        self.update(lines, layout=shape != self._shape or not self.display)
+        self._shape = shape
         self.display = True
 
     def _shown(self) -> None:
