@@ -36,6 +36,17 @@ sys.path.insert(0, os.path.dirname(HERE))  # the checkout: tests.support.tui for
 
 
 PROBE = os.path.join(HERE, "tui_probe.py")
+IDLE_S = 2.0  # no key pressed while a probe hangs, before the keys
+
+
+def cpu_per_second(samples: list, start: float, end: float) -> float:
+    """The main thread's CPU seconds per second between `start` and `end` (the probe's
+    samples of the monotonic clock, which every process shares, and of its CPU)."""
+    inside = [(t, cpu) for t, cpu in samples if start <= t <= end]
+    if len(inside) < 2:
+        return float("nan")
+    (t0, c0), (t1, c1) = inside[0], inside[-1]
+    return (c1 - c0) / (t1 - t0)
 
 
 def app_command(extra: list[str], probe_out: str = "") -> str:
@@ -131,6 +142,8 @@ def key_latency(presses: int, probe_out: str = "") -> tuple[list[float], dict]:
                 if time.monotonic() - began > 30:
                     raise RuntimeError("the hung probe never showed on the pane")
                 time.sleep(0.02)
+            idle = (time.monotonic(), time.monotonic() + IDLE_S)
+            time.sleep(IDLE_S)  # the main thread's CPU while it only shows the hung probe
             for i in range(presses):
                 want = statuses[i % len(statuses)]
                 sent = time.monotonic()
@@ -147,6 +160,7 @@ def key_latency(presses: int, probe_out: str = "") -> tuple[list[float], dict]:
                     break  # the probe is no longer hanging: the rest would not count
                 times.append(time.monotonic() - sent)
             stats = read_probe(tmux, "k", probe_out) if probe_out else {}
+            stats["idle_cpu_per_s"] = cpu_per_second(stats.get("main_cpu", []), *idle)
         finally:
             subprocess.run([*tmux, "kill-server"], capture_output=True)
     return times, stats
@@ -202,7 +216,8 @@ def main() -> int:
         f"while a probe hangs: main-thread CPU per key {ms(keys)} (max "
         f"{max(keys) * 1000:.0f} ms), full tree redraws {keyed['tree_rebuilds']} for "
         f"{len(times)} keys, screen refreshes {keyed['refreshes']} "
-        f"({keyed['refresh_cpu_s'] * 1000:.0f} ms CPU)"
+        f"({keyed['refresh_cpu_s'] * 1000:.0f} ms CPU); with no key pressed the main thread "
+        f"spends {keyed['idle_cpu_per_s'] * 1000:.0f} ms CPU per second"
     )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0

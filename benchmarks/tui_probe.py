@@ -9,21 +9,38 @@ first_row_s and first_row_cpu_s (seconds since this script started, and the main
 CPU seconds, until the terminal is first sent a finding's row), import_cpu_s (the main
 thread's CPU importing the app and Textual), tree_rebuilds (full redraws of the findings
 tree), refreshes (redraws of the results screen), refresh_cpu_s (their main-thread CPU),
-and key_cpu_s (per key pressed: the main thread's CPU from the key to the next write to
-the terminal)."""
+key_cpu_s (per key pressed: the main thread's CPU from the key to the next write to the
+terminal), and main_cpu (every 0.1 s: the monotonic clock and the main thread's CPU
+seconds, for the CPU it spends while nothing is pressed)."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+import threading
 import time
 
 BEGAN = time.monotonic()
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # the checkout's dldoctor, as the benchmark's
 
-stats: dict = {"tree_rebuilds": 0, "refreshes": 0, "refresh_cpu_s": 0.0, "key_cpu_s": []}
+stats: dict = {
+    "tree_rebuilds": 0,
+    "refreshes": 0,
+    "refresh_cpu_s": 0.0,
+    "key_cpu_s": [],
+    "main_cpu": [],
+}
+
+
+def sample_main_cpu() -> None:
+    clock = time.pthread_getcpuclockid(threading.main_thread().ident)
+    while True:
+        stats["main_cpu"].append((time.monotonic(), time.clock_gettime(clock)))
+        time.sleep(0.1)
+
+
 pending_key: list[float] = []  # the main thread's CPU when a key came, until the next write
 
 
@@ -79,7 +96,7 @@ def hook() -> None:
             return run_app(session, on_end)
         finally:
             with open(os.environ["DLDOCTOR_PROBE_OUT"], "w") as out:
-                json.dump(stats, out)
+                json.dump({**stats, "main_cpu": list(stats["main_cpu"])}, out)
 
     tui.run_app = counted_run_app
 
@@ -88,6 +105,7 @@ def main() -> int:
     from dldoctor.cli import main as dldoctor
 
     hook()
+    threading.Thread(target=sample_main_cpu, daemon=True).start()
     sys.argv = ["dldoctor", *sys.argv[1:]]
     return dldoctor()
 
