@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dldoctor.host.base import file_name_text
-from dldoctor.model import SCHEMA_VERSION, Status
+from dldoctor.model import READABLE_SCHEMA_VERSIONS, Status
 
 SWEEP = "sweep.json"  # what `fleet run` writes beside the reports (docs/fleet.md)
 SWEEP_FORMAT = "dldoctor-fleet-sweep"
@@ -277,13 +277,22 @@ def parse(data: bytes) -> NodeReport | Problem:
     return _report(doc)
 
 
+def _unreadable_version(version: Any) -> Problem | None:
+    """Every readable schema version, 1 and 2, holds what a fleet reads — the findings' id,
+    title, status and summary, the host and the inventory — in the same place; they differ
+    only in where the evidence is, which a fleet does not read (docs/report-schema.md)."""
+    if version in READABLE_SCHEMA_VERSIONS and type(version) is int:
+        return None
+    shown, known = json.dumps(version)[:40], " or ".join(map(str, READABLE_SCHEMA_VERSIONS))
+    return Problem(NOT_A_REPORT, f"schema_version {shown}, not {known}")
+
+
 def _report(doc: Any) -> NodeReport | Problem:
     if not isinstance(doc, dict):
         return Problem(NOT_A_REPORT, f"a JSON {type(doc).__name__}, not a report object")
-    version = doc.get("schema_version")
-    if version != SCHEMA_VERSION or isinstance(version, bool):
-        shown = json.dumps(version)[:40]
-        return Problem(NOT_A_REPORT, f"schema_version {shown}, not {SCHEMA_VERSION}")
+    unreadable = _unreadable_version(doc.get("schema_version"))
+    if unreadable:
+        return unreadable
     findings = doc.get("findings")
     if not isinstance(findings, list):
         return Problem(NOT_A_REPORT, "no findings list")
