@@ -229,6 +229,11 @@ _CUT_FROM, _CUT_TO = b'"details":[', b',"fixes":['
 _CUT_AS = b'"details":[],"evidence":[],"remediation":""'
 
 
+# Schema 2 keeps the evidence once, in a table of objects between the end of the findings
+# (`}]`: a finding's own lists hold strings and numbers) and the timings.
+_TABLE_FROM, _TABLE_TO = b'}],"evidence":[{', b'}],"timings":'
+
+
 def _slim(data: bytes) -> bytes:
     kept, pos, start = [], 0, data.find(_CUT_FROM)
     while start >= 0:
@@ -237,7 +242,13 @@ def _slim(data: bytes) -> bytes:
             return data
         kept += (data[pos:start], _CUT_AS)
         pos, start = end, data.find(_CUT_FROM, end)
-    return b"".join([*kept, data[pos:]]) if kept else data
+    return _without_table(b"".join([*kept, data[pos:]])) if kept else data
+
+
+def _without_table(data: bytes) -> bytes:
+    start = data.find(_TABLE_FROM)
+    end = data.find(_TABLE_TO, start) if start >= 0 else -1
+    return data if end < 0 else b"".join((data[: start + 2], b',"evidence":[', data[end + 1 :]))
 
 
 def _decode(data: bytes) -> Any:
