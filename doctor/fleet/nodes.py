@@ -218,11 +218,12 @@ def _bundle_report(path: str) -> bytes | Problem:
     return data
 
 
-# Nine tenths of a report is its findings' evidence, which a fleet does not read (nor their
-# details and remediation); the C decoder spends most of its time building those small
-# objects (7 of 7.4 ms for an 8-GPU host). The compact document dldoctor writes puts them
-# between a finding's `"details":[` and its `,"fixes":[`, and in valid JSON neither can
-# occur inside a string (a quote in a string is escaped), so a single pass cuts them out.
+# Most of a report is evidence (schema 1: nine tenths, in each finding), which a fleet does
+# not read (nor the findings' details and remediation); the C decoder spends most of its
+# time building those small objects (7 of 7.4 ms for an 8-GPU host). The compact document
+# dldoctor writes puts a finding's between its `"details":[` and its `,"fixes":[`, and in
+# valid JSON neither can occur inside a string (a quote in a string is escaped), so a single
+# pass cuts them out.
 # A document laid out otherwise fails the cut, the parse after it, or the check that it
 # still holds as many findings as its summary counts, and is parsed whole.
 _CUT_FROM, _CUT_TO = b'"details":[', b',"fixes":['
