@@ -8,7 +8,10 @@ from typing import Any
 
 from dldoctor.host.base import AnswerStatus, Op
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# The versions a reader accepts (docs/report-schema.md, "Migration"): 1 embedded each
+# finding's evidence by value; 2 keeps one table of it per report.
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 # What a finding quotes of the host, whichever check wrote it: a summary is a line, a
 # detail a few lines, and a finding a screenful of them. A 16 MiB `osrelease` echoed whole
@@ -134,7 +137,13 @@ class Finding:
         object.__setattr__(self, "details", quoted_lines(self.details))
         object.__setattr__(self, "remediation", quoted(self.remediation, DETAIL_CHARS))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, evidence_ids: dict[Evidence, int] | None = None) -> dict[str, Any]:
+        """The finding as a report holds it: its evidence as indexes into the report's
+        table, `evidence_ids`, which grows by what it lacks; by value without one."""
+        if evidence_ids is None:
+            evidence: list[Any] = [e.to_dict() for e in self.evidence]
+        else:
+            evidence = [evidence_ids.setdefault(e, len(evidence_ids)) for e in self.evidence]
         return {
             "id": self.id,
             "title": self.title,
@@ -142,7 +151,7 @@ class Finding:
             "status": self.status.value,
             "summary": self.summary,
             "details": list(self.details),
-            "evidence": [e.to_dict() for e in self.evidence],
+            "evidence": evidence,
             "remediation": self.remediation,
             "fixes": list(self.fixes),
             "duration_s": round(self.duration_s, 6),
@@ -150,7 +159,13 @@ class Finding:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Finding:
+    def from_dict(cls, d: dict[str, Any], table: list[Evidence] | None = None) -> Finding:
+        """A finding from `to_dict`: evidence by value, or indexes into `table`."""
+        listed = d.get("evidence", ())
+        if table is None:
+            evidence = tuple(Evidence.from_dict(e) for e in listed)
+        else:
+            evidence = tuple(_entry(table, i) for i in listed)
         return cls(
             id=d["id"],
             title=d["title"],
@@ -158,12 +173,18 @@ class Finding:
             status=Status(d["status"]),
             summary=d["summary"],
             details=tuple(d.get("details", ())),
-            evidence=tuple(Evidence.from_dict(e) for e in d.get("evidence", ())),
+            evidence=evidence,
             remediation=d.get("remediation", ""),
             fixes=tuple(d.get("fixes", ())),
             duration_s=float(d.get("duration_s", 0.0)),
             source=d.get("source", "builtin"),
         )
+
+
+def _entry(table: list[Evidence], index: Any) -> Evidence:
+    if type(index) is not int or not 0 <= index < len(table):
+        raise ValueError(f"evidence {str(index)[:40]!r} is not an index of the report's table")
+    return table[index]
 
 
 def counts(findings) -> dict[str, int]:
@@ -200,6 +221,10 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         from dldoctor.exitcodes import exit_code_for
 
+        # Five PCI checks rest on the same few hundred sysfs answers: kept once, 8-GPU
+        # reports are a third of the size (docs/report-schema.md).
+        evidence_ids: dict[Evidence, int] = {}
+        findings = [f.to_dict(evidence_ids) for f in self.findings]
         return {
             "schema_version": self.schema_version,
             "tool": self.tool,
@@ -212,24 +237,28 @@ class Report:
                 "exit_code": int(exit_code_for(self.findings, strict=self.strict)),
                 "counts": counts(self.findings),
             },
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": findings,
+            "evidence": [e.to_dict() for e in evidence_ids],
             "timings": self.timings,
             "inventory": self.inventory,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:
+        """A report of any readable schema version; it writes itself as the current one."""
         version = d.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"report schema_version {version!r} is not {SCHEMA_VERSION}")
+        if version not in READABLE_SCHEMA_VERSIONS or type(version) is not int:
+            raise ValueError(
+                f"report schema_version {version!r} is not one of {READABLE_SCHEMA_VERSIONS}"
+            )
+        table = None if version == 1 else [Evidence.from_dict(e) for e in d.get("evidence", ())]
         return cls(
-            findings=[Finding.from_dict(f) for f in d.get("findings", ())],
+            findings=[Finding.from_dict(f, table) for f in d.get("findings", ())],
             host=dict(d.get("host", {})),
             tool=dict(d.get("tool", {})),
             started_at=d.get("started_at", ""),
             duration_s=float(d.get("duration_s", 0.0)),
             timings=dict(d.get("timings", {})),
             strict=bool(d.get("strict", False)),
-            schema_version=version,
             inventory=dict(d.get("inventory") or {}),
         )

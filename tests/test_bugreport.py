@@ -34,7 +34,7 @@ from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks
 from dldoctor.runner import run_check
 from tests.support.bugreports import CORPUS, REAL, write_constructed, write_real
-from tests.support.cli import report_of, run_dldoctor
+from tests.support.cli import findings_of, report_of, run_dldoctor
 from tests.support.paths import HOSTS, TESTS
 
 GOLDEN = TESTS / "golden" / "bugreports"
@@ -284,7 +284,7 @@ def test_a_driver_that_did_not_answer_is_what_nvidia_smi_printed(tmp_path):
 def _findings(path) -> list[dict]:
     proc = run_dldoctor("--check", "--json", "--from", str(path))
     assert proc.stderr == "", proc.stderr
-    return report_of(proc)["findings"]
+    return findings_of(report_of(proc))
 
 
 def test_every_outcome_resting_on_an_uncaptured_answer_is_a_skip_saying_so(log):

@@ -13,7 +13,7 @@ import pytest
 
 from dldoctor.exitcodes import ExitCode
 from tests.support.bundlebuilder import BundleBuilder
-from tests.support.cli import report_of, run_dldoctor, verdicts
+from tests.support.cli import findings_of, report_of, run_dldoctor, verdicts
 from tests.support.commands import fake_command
 from tests.support.paths import FIXTURES, HOSTS
 
@@ -31,12 +31,12 @@ def test_version():
 def test_json_on_this_machine_is_valid_and_complete():
     proc = run_dldoctor("--check", "--json")
     report = report_of(proc)
-    assert report["schema_version"] == 1
+    assert report["schema_version"] == 2
     assert proc.returncode == report["summary"]["exit_code"]
     assert proc.returncode in (ExitCode.OK, ExitCode.PROBLEMS)
     assert {"system.os.release", "system.kernel.version", "system.memory"} <= set(verdicts(report))
     assert report["host"]["kernel"] == os.uname().release
-    for f in report["findings"]:
+    for f in findings_of(report):
         assert f["evidence"] or f["status"] == "skip", f"{f['id']} names no evidence"
         # System facts answer on any Linux; GPU probes may be slow on a real GPU runner.
         if f["category"] == "system":
@@ -205,7 +205,7 @@ def test_json_report_round_trips():
 def test_a_latin1_terminal_still_gets_valid_json_and_text():
     env = {"PYTHONIOENCODING": "latin-1"}
     proc = run_dldoctor("--check", "--json", "--from", LEGACY, env=env)
-    assert proc.returncode == 0 and report_of(proc)["schema_version"] == 1
+    assert proc.returncode == 0 and report_of(proc)["schema_version"] == 2
     text = subprocess.run([sys.executable, "-m", "dldoctor", "--check", "--from", LEGACY],
                           capture_output=True, env={**os.environ, **env}, timeout=60)  # fmt: skip
     assert text.returncode == 0 and text.stderr == b""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tests.support.cli import report_of, run_dldoctor, verdicts
+from tests.support.cli import findings_of, report_of, run_dldoctor, verdicts
 from tests.support.paths import HOSTS
 from tests.support.plugins import install_fake_distribution
 
@@ -110,7 +110,7 @@ def rack(facts, policy):
 
 def test_a_plugin_check_can_require_what_builtin_checks_require(tmp_path):
     install_fake_distribution(tmp_path, "dldoctor-req", REQUIRING_PLUGIN, "dldoctor_req_checks")
-    findings = {f["id"]: f for f in report_of(run_with(tmp_path))["findings"]}
+    findings = {f["id"]: f for f in findings_of(report_of(run_with(tmp_path)))}
     burn = findings["site.gpu_burn"]  # the fixture host has no NVIDIA stack
     assert (burn["status"], burn["summary"]) == (
         "skip",

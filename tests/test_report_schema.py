@@ -64,11 +64,15 @@ def test_a_snapshots_report_validates(schema, tmp_path):
 @pytest.mark.parametrize(
     "spoil",
     [
-        lambda r: r.update(schema_version=2),
+        lambda r: r.update(schema_version=1),  # schema 1 is read (test_report_versions.py)
+        lambda r: r.update(schema_version=3),
         lambda r: r["summary"].update(status="maybe"),
         lambda r: r["findings"][0].update(status="ok"),
         lambda r: r["findings"][0].pop("summary"),
-        lambda r: r["findings"][0]["evidence"].append({"op": "guess", "key": "x", "status": "ok"}),
+        lambda r: r["evidence"].append({"op": "guess", "key": "x", "status": "ok"}),
+        lambda r: r["findings"][0]["evidence"].append(dict(r["evidence"][0])),  # by value
+        lambda r: r["findings"][0]["evidence"].append(-1),
+        lambda r: r.pop("evidence"),
         lambda r: r["findings"][0].update(fixes=["blacklist"]),
         lambda r: r.update(extra=True),
         lambda r: r.update(started_at="yesterday"),

@@ -29,7 +29,7 @@ from dldoctor.snapshots.archive import MAX_FOREIGN_MEMBERS, XZ, open_archive
 from dldoctor.snapshots.bundle import BundleError
 from tests.support.archives import member
 from tests.support.bundlebuilder import BundleBuilder
-from tests.support.cli import report_of, run_dldoctor
+from tests.support.cli import findings_of, report_of, run_dldoctor
 from tests.support.make_sos_fixture import TRIM
 from tests.support.paths import FIXTURES, TESTS
 
@@ -95,7 +95,7 @@ def test_committed_report_replays_with_its_known_verdicts():
 
 def test_judged_checks_rest_on_what_sos_collected():
     report = report_of(check("--from", str(FIXTURE)))
-    judged = {f["id"]: f for f in report["findings"] if not f["summary"].startswith(UNCAPTURED)}
+    judged = {f["id"]: f for f in findings_of(report) if not f["summary"].startswith(UNCAPTURED)}
     assert {"system.os.release", "system.kernel.version", "system.memory", "cpu.inventory",
             "numa.topology", "numa.balancing", "pci.bandwidth_limited"} <= set(judged)  # fmt: skip
     assert all(f["status"] == "pass" for i, f in judged.items() if i.startswith("system."))
@@ -109,7 +109,7 @@ def test_judged_checks_rest_on_what_sos_collected():
 
 def test_every_uncaptured_skip_names_an_answer_sos_did_not_collect():
     report = report_of(check("--from", str(FIXTURE)))
-    skipped = [f for f in report["findings"] if f["summary"].startswith(UNCAPTURED)]
+    skipped = [f for f in findings_of(report) if f["summary"].startswith(UNCAPTURED)]
     assert len(skipped) > 30
     for f in skipped:
         assert f["status"] == "skip", f["id"]
@@ -453,7 +453,7 @@ def test_a_real_sos_report_gives_the_live_verdicts_where_it_holds_the_evidence(t
     assert sos["host"]["source"].startswith("sos report ")
     live_status = {f["id"]: f["status"] for f in live["findings"]}
     judged = []
-    for f in sos["findings"]:
+    for f in findings_of(sos):
         gaps = [e for e in f["evidence"] if e["status"] == "not_captured"]
         if f["summary"].startswith(UNCAPTURED):
             assert f["status"] == "skip" and gaps, f["id"]

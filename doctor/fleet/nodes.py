@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dldoctor.host.base import file_name_text
-from dldoctor.model import SCHEMA_VERSION, Status
+from dldoctor.model import READABLE_SCHEMA_VERSIONS, Status
 
 SWEEP = "sweep.json"  # what `fleet run` writes beside the reports (docs/fleet.md)
 SWEEP_FORMAT = "dldoctor-fleet-sweep"
@@ -218,15 +218,21 @@ def _bundle_report(path: str) -> bytes | Problem:
     return data
 
 
-# Nine tenths of a report is its findings' evidence, which a fleet does not read (nor their
-# details and remediation); the C decoder spends most of its time building those small
-# objects (7 of 7.4 ms for an 8-GPU host). The compact document dldoctor writes puts them
-# between a finding's `"details":[` and its `,"fixes":[`, and in valid JSON neither can
-# occur inside a string (a quote in a string is escaped), so a single pass cuts them out.
+# Most of a report is evidence (schema 1: nine tenths, in each finding), which a fleet does
+# not read (nor the findings' details and remediation); the C decoder spends most of its
+# time building those small objects (7 of 7.4 ms for an 8-GPU host). The compact document
+# dldoctor writes puts a finding's between its `"details":[` and its `,"fixes":[`, and in
+# valid JSON neither can occur inside a string (a quote in a string is escaped), so a single
+# pass cuts them out.
 # A document laid out otherwise fails the cut, the parse after it, or the check that it
 # still holds as many findings as its summary counts, and is parsed whole.
 _CUT_FROM, _CUT_TO = b'"details":[', b',"fixes":['
 _CUT_AS = b'"details":[],"evidence":[],"remediation":""'
+
+
+# Schema 2 keeps the evidence once, in a table of objects between the end of the findings
+# (`}]`: a finding's own lists hold strings and numbers) and the timings.
+_TABLE_FROM, _TABLE_TO = b'}],"evidence":[{', b'}],"timings":'
 
 
 def _slim(data: bytes) -> bytes:
@@ -237,7 +243,13 @@ def _slim(data: bytes) -> bytes:
             return data
         kept += (data[pos:start], _CUT_AS)
         pos, start = end, data.find(_CUT_FROM, end)
-    return b"".join([*kept, data[pos:]]) if kept else data
+    return _without_table(b"".join([*kept, data[pos:]])) if kept else data
+
+
+def _without_table(data: bytes) -> bytes:
+    start = data.find(_TABLE_FROM)
+    end = data.find(_TABLE_TO, start) if start >= 0 else -1
+    return data if end < 0 else b"".join((data[: start + 2], b',"evidence":[', data[end + 1 :]))
 
 
 def _decode(data: bytes) -> Any:
@@ -277,13 +289,22 @@ def parse(data: bytes) -> NodeReport | Problem:
     return _report(doc)
 
 
+def _unreadable_version(version: Any) -> Problem | None:
+    """Every readable schema version, 1 and 2, holds what a fleet reads — the findings' id,
+    title, status and summary, the host and the inventory — in the same place; they differ
+    only in where the evidence is, which a fleet does not read (docs/report-schema.md)."""
+    if version in READABLE_SCHEMA_VERSIONS and type(version) is int:
+        return None
+    shown, known = json.dumps(version)[:40], " or ".join(map(str, READABLE_SCHEMA_VERSIONS))
+    return Problem(NOT_A_REPORT, f"schema_version {shown}, not {known}")
+
+
 def _report(doc: Any) -> NodeReport | Problem:
     if not isinstance(doc, dict):
         return Problem(NOT_A_REPORT, f"a JSON {type(doc).__name__}, not a report object")
-    version = doc.get("schema_version")
-    if version != SCHEMA_VERSION or isinstance(version, bool):
-        shown = json.dumps(version)[:40]
-        return Problem(NOT_A_REPORT, f"schema_version {shown}, not {SCHEMA_VERSION}")
+    unreadable = _unreadable_version(doc.get("schema_version"))
+    if unreadable:
+        return unreadable
     findings = doc.get("findings")
     if not isinstance(findings, list):
         return Problem(NOT_A_REPORT, "no findings list")

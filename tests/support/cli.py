@@ -26,5 +26,12 @@ def report_of(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(proc.stdout)
 
 
+def findings_of(report: dict) -> list[dict]:
+    """The report's findings with their evidence by value, read as the model reads it."""
+    from dldoctor.model import Report
+
+    return [f.to_dict() for f in Report.from_dict(report).findings]
+
+
 def verdicts(report: dict) -> dict[str, str]:
     return {f["id"]: f["status"] for f in report["findings"]}
