@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
-import threading
 import time
 from collections.abc import Iterable, Sequence
 
 from dldoctor import __version__
 from dldoctor.facts import Facts
 from dldoctor.facts import system as sysfacts
-from dldoctor.host.base import Host
+from dldoctor.host.base import Host, start_daemon
 from dldoctor.inventory import Inventory
 from dldoctor.model import Finding, Report
 from dldoctor.policy import Policy
@@ -68,7 +67,7 @@ def diagnose(
     facts = facts if facts is not None else Facts(host)
     # Asked at once, beside the checks: a report cut off by the deadline still names its
     # host (asked only at the end, after the probe window, they would go unanswered).
-    threading.Thread(target=_ask_summary_facts, args=(facts,), daemon=True).start()
+    start_daemon(lambda: _ask_summary_facts(facts))
     runner = Runner(
         specs,
         facts,
