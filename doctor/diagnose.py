@@ -24,12 +24,6 @@ REPORT_RESERVE_S = 0.5
 WINDOW_SLACK_S = 0.25
 
 
-# The slowest answers of a full run, each a child interpreter's start-up: a live host starts
-# them before the checks are even imported (Host.prefetch).
-EARLY_RUNS = (sysfacts.PATH_PYTHON_ARGV,)
-EARLY_PROBES = ("nvml",)
-
-
 def check_timeout(policy: Policy) -> float:
     # A backstop per check: it must leave a command its own timeout to expire first.
     t = policy.timeouts
