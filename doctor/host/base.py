@@ -293,6 +293,9 @@ class Host(ABC):
         gets its answer. Only a live host has anything to gain."""
 
 
+MAX_IDLE_THREADS = 16
+
+
 class _DaemonThreads:
     """Daemon threads kept for the next task once they finish one: a run hands out a few
     hundred short tasks (a read each, a check each), and starting a thread for each cost
@@ -316,11 +319,10 @@ class _DaemonThreads:
 
     def _work(self, task: Callable[[], None]) -> None:
         while True:
-            try:
-                task()
-            except BaseException:  # noqa: BLE001 - a task reports its own failures
-                pass
+            task()  # what it raises ends this thread, as it would a thread of its own
             with self._lock:
+                if self._idle >= MAX_IDLE_THREADS:
+                    return  # after a burst (a check each), the rest end
                 self._idle += 1
             task = self._tasks.get()
 
