@@ -74,7 +74,11 @@ class ChildProbe:
         if spec is None or not spec.origin:
             return [sys.executable, "-c", f"from {self.module} import main; main()"]
         # Not the caller's folder (where `python -m dldoctor` was started), as for any child.
-        path = [p for p in sys.path if p and p != os.getcwd()]
+        try:
+            here = os.getcwd()
+        except OSError:  # the folder was removed: nothing to leave out
+            here = ""
+        path = [p for p in sys.path if p and p != here]
         code = (
             f"import sys;sys.path[:]={path!r};__file__={spec.origin!r};"
             "exec(compile(open(__file__,'rb').read(),__file__,'exec'))"
