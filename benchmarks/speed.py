@@ -4,8 +4,10 @@
     .venv/bin/python benchmarks/speed.py [--runs 15] [--only side-by-side,replay,hang,diff]
 
 1. side-by-side: `dldoctor --check --json` against `inxi -F` on this machine, in interleaved
-   pairs (both see the same load and page cache), median wall time of each and the ratio.
-   Skipped, saying so, when inxi is not installed.
+   pairs (both see the same load and page cache), median wall time of each and the ratio,
+   and the CPU seconds (user + sys) each used, its children included: on a loaded machine
+   the wall time is noise, the CPU time much less so. Skipped, saying so, when inxi is not
+   installed.
 2. replay: generated HGX bundles with 8/16/32/64/128 GPUs (tests/support/hostgen.py's
    `gpu_server`, built into a temporary folder), median wall time of
    `dldoctor --from BUNDLE --check --json` each, and the cost of one more GPU.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shutil
 import signal
 import statistics
@@ -83,6 +86,15 @@ def wall(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]
     return time.perf_counter() - start, code
 
 
+def wall_and_cpu(cmd: list[str]) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of the command and its descendants, exit code)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    elapsed, code = wall(cmd)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu, code
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
@@ -109,23 +121,31 @@ def side_by_side(runs: int, warmup: int) -> None:
     theirs = [inxi, "-F"]
     for _ in range(warmup):
         wall(ours), wall(theirs)
-    a, b, codes = [], [], set()
+    measured: dict[str, list[tuple[float, float, int]]] = {"ours": [], "theirs": []}
+    loads = []
     for i in range(runs):
         # Alternate which goes first, so neither always runs right after the other.
-        first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)
-        t1, c1 = wall(first)
-        t2, c2 = wall(second)
-        (ta, ca), tb = ((t1, c1), t2) if first is ours else ((t2, c2), t1)
-        a.append(ta), b.append(tb), codes.add(ca)
+        order = ("ours", "theirs") if i % 2 == 0 else ("theirs", "ours")
+        for side in order:
+            measured[side].append(wall_and_cpu(ours if side == "ours" else theirs))
+        loads.append(os.getloadavg()[0])
+    a, b = [m[0] for m in measured["ours"]], [m[0] for m in measured["theirs"]]
+    ca, cb = [m[1] for m in measured["ours"]], [m[1] for m in measured["theirs"]]
+    codes = sorted({m[2] for m in measured["ours"]})
     ma, mb = statistics.median(a), statistics.median(b)
     table(
         [
-            ("command", "median", "min", "max"),
-            ("dldoctor --check --json", ms(ma), ms(min(a)), ms(max(a))),
-            ("inxi -F", ms(mb), ms(min(b)), ms(max(b))),
+            ("command", "wall median", "min", "max", "CPU median", "CPU min"),
+            ("dldoctor --check --json", ms(ma), ms(min(a)), ms(max(a)),
+             ms(statistics.median(ca)), ms(min(ca))),
+            ("inxi -F", ms(mb), ms(min(b)), ms(max(b)), ms(statistics.median(cb)), ms(min(cb))),
         ]
+    )  # fmt: skip
+    print(
+        f"  ratio inxi / dldoctor: {mb / ma:.2f}x wall, "
+        f"{statistics.median(cb) / statistics.median(ca):.2f}x CPU  ({runs} pairs, load "
+        f"{statistics.median(loads):.1f} on {os.cpu_count()} CPUs, dldoctor exit {codes})"
     )
-    print(f"  ratio inxi / dldoctor: {mb / ma:.2f}x  ({runs} pairs, dldoctor exit {sorted(codes)})")
 
 
 # --- 2. the replay curve -----------------------------------------------------------------

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
-import threading
 import time
 from collections.abc import Iterable, Sequence
 
 from dldoctor import __version__
 from dldoctor.facts import Facts
 from dldoctor.facts import system as sysfacts
-from dldoctor.host.base import Host
+from dldoctor.host.base import Host, start_daemon
 from dldoctor.inventory import Inventory
 from dldoctor.model import Finding, Report
 from dldoctor.policy import Policy
@@ -23,12 +22,6 @@ REPORT_RESERVE_S = 0.5
 # The window of probes opens this much late: the time checks take to start and ask, so a
 # probe asked at once still gets its whole limit.
 WINDOW_SLACK_S = 0.25
-
-
-# The slowest answers of a full run, each a child interpreter's start-up: a live host starts
-# them before the checks are even imported (Host.prefetch).
-EARLY_RUNS = (sysfacts.PATH_PYTHON_ARGV,)
-EARLY_PROBES = ("nvml",)
 
 
 def check_timeout(policy: Policy) -> float:
@@ -68,7 +61,7 @@ def diagnose(
     facts = facts if facts is not None else Facts(host)
     # Asked at once, beside the checks: a report cut off by the deadline still names its
     # host (asked only at the end, after the probe window, they would go unanswered).
-    threading.Thread(target=_ask_summary_facts, args=(facts,), daemon=True).start()
+    start_daemon(lambda: _ask_summary_facts(facts))
     runner = Runner(
         specs,
         facts,

@@ -9,8 +9,12 @@ live host said. Parsing into Gpu objects happens in the facts (dldoctor.facts.nv
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any
+
+# Annotations only: importing typing costs the child process as much as pynvml does.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 # Newer call first; older drivers lack the newer symbol and answer FunctionNotFound (an
 # older binding lacks the Python function altogether).
@@ -231,3 +235,7 @@ def main() -> None:
         answer = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
     json.dump(answer, sys.stdout)
     sys.stdout.flush()
+
+
+if __name__ == "__main__":  # run as a script by host.live.ChildProbe
+    main()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dldoctor.facts import Fact, FactFailed, Facts
-from dldoctor.host.base import AnswerStatus, NotCaptured, ProbeFailed
+from dldoctor.host.base import AnswerStatus, NotCaptured, ProbeFailed, start_daemon
 from dldoctor.model import Evidence, Finding, Outcome, Status
 from dldoctor.policy import Policy
 from dldoctor.registry import CheckSpec
@@ -182,8 +182,7 @@ class Runner:
             events.put(("done", index, run_check(self.specs[index], self.facts, self.policy)))
 
         for index in range(len(self.specs)):
-            # Daemon threads: a check stuck in a syscall must not keep the process alive.
-            threading.Thread(target=work, args=(index,), name="dldoctor-check", daemon=True).start()
+            start_daemon(lambda i=index: work(i))
         running: dict[int, tuple[float, int]] = {}
         results: dict[int, Finding] = {}
         while len(results) < len(self.specs):

@@ -268,6 +268,6 @@ def _join(path: str, part: str) -> str:
 def _unquote(token: str) -> str:
     if token.startswith("'"):
         return token[1:-1]
-    from dldoctor.policy import tomllib  # a basic string's escapes, decoded as TOML does
+    from dldoctor.policy import toml_parser  # a basic string's escapes, decoded as TOML does
 
-    return tomllib.loads(f"k = {token}")["k"]
+    return toml_parser().loads(f"k = {token}")["k"]

@@ -200,11 +200,14 @@ def selected_checks(request):
 def diagnose_for(request, cleanup: contextlib.ExitStack, *, deadline_at=None, wrap=None):
     """(the report, the host) of the diagnosis `--check` makes of a Request: for it,
     snapshot (`wrap`: the host it records through), genconf and slurm-healthcheck."""
-    from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS, diagnose
+    from dldoctor.early import EARLY_PROBES, EARLY_RUNS
 
     host = host_maker(request, cleanup)[0]()
     if not request.only:
-        host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)  # while the checks load
+        # Before the facts and the checks are imported: the children start on the other core.
+        host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)
+    from dldoctor.diagnose import diagnose
+
     specs, plugin_findings = selected_checks(request)
     if wrap is not None:
         host = wrap(host)

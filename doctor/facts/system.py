@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from dldoctor import shellwords
+from dldoctor.early import PATH_PYTHON_ARGV  # the `python3` on PATH, started early
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.cpu import cpuinfo
 from dldoctor.facts.mountinfo import MountTable, fstype_on, mount_table
@@ -212,20 +213,6 @@ class Python:
     path_python3: str | None  # what `python3` resolves to on PATH
     path_version: str | None  # its `--version`; None when absent or unknown
     notes: tuple[str, ...] = ()
-
-
-# Runs in the `python3` found on PATH (any Python 3; one line, double quotes only, so that
-# the command line shows plainly in evidence). It prints its site folders, links resolved,
-# so that two names of one folder count once. Changing this text changes the command
-# line, and bundles recorded with the old one no longer answer it.
-SCRIPT = (
-    "import json,os,platform,site,sys;"
-    'ps=[os.path.realpath(p) for p in sys.path+list(getattr(site,"getsitepackages",list)())'
-    " if p and os.path.isdir(p)];"
-    'print(json.dumps({"executable":sys.executable,"version":platform.python_version(),'
-    '"sys_path":sorted(set(ps),key=ps.index)}))'
-)
-PATH_PYTHON_ARGV = ("python3", "-I", "-c", SCRIPT)
 
 
 @dataclass(frozen=True)

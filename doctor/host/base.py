@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import queue
 import shlex
 import threading
 from abc import ABC, abstractmethod
@@ -292,6 +293,49 @@ class Host(ABC):
         gets its answer. Only a live host has anything to gain."""
 
 
+MAX_IDLE_THREADS = 16
+
+
+class _DaemonThreads:
+    """Daemon threads kept for the next task once they finish one: a run hands out a few
+    hundred short tasks (a read each, a check each), and starting a thread for each cost
+    more CPU than the tasks. A task never waits for a thread: with none idle, a new one
+    starts, so a thread stuck in a hung read holds up nothing but its own caller."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle = 0  # threads waiting on `_tasks`, less the tasks already put there
+        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+    def start(self, task: Callable[[], None]) -> None:
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                self._tasks.put(task)
+                return
+        worker = threading.Thread(target=self._work, args=(task,), name="dldoctor-worker")
+        worker.daemon = True
+        worker.start()
+
+    def _work(self, task: Callable[[], None]) -> None:
+        while True:
+            task()  # what it raises ends this thread, as it would a thread of its own
+            with self._lock:
+                if self._idle >= MAX_IDLE_THREADS:
+                    return  # after a burst (a check each), the rest end
+                self._idle += 1
+            task = self._tasks.get()
+
+
+_DAEMONS = _DaemonThreads()
+
+
+def start_daemon(task: Callable[[], None]) -> None:
+    """Run `task` now in a daemon thread (one left idle by an earlier task, or a new one).
+    Daemon: a task stuck in a syscall must not keep the process alive."""
+    _DAEMONS.start(task)
+
+
 def call_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]:
     """Run fn in a daemon thread; (True, result-or-exception) or (False, None) on timeout.
 
@@ -309,7 +353,7 @@ def call_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]
             box.append(exc)
         done.set()
 
-    threading.Thread(target=target, name="dldoctor-io", daemon=True).start()
+    start_daemon(target)
     if not done.wait(timeout):
         return False, None
     return True, box[0]

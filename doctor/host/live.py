@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import json
 import os
 import selectors
@@ -31,6 +32,7 @@ from dldoctor.host.base import (
     command_key,
     file_name_text,
     seconds,
+    start_daemon,
     stdout_cap,
 )
 from dldoctor.host.paths import resolve_in_root
@@ -58,14 +60,30 @@ class ChildProbe:
     """A probe run in a child Python process: a C call that never returns (NVML on a
     hung driver) is killed with the child instead of holding a thread of ours forever.
 
-    The child runs `main()` of `module`, which prints {"status": ..., "value": ...}.
+    The child runs `module` as a script, which prints {"status": ..., "value": ...}; it
+    must import nothing of dldoctor. The child starts without `site` (-S) and is given
+    this interpreter's sys.path: the .pth files and the editable install's finder cost
+    more CPU than the probe itself, and the path finds the same modules (pynvml).
     """
 
     def __init__(self, module: str):
         self.module = module
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-c", f"from {self.module} import main; main()"]
+        spec = importlib.util.find_spec(self.module)
+        if spec is None or not spec.origin:
+            return [sys.executable, "-c", f"from {self.module} import main; main()"]
+        # Not the caller's folder (where `python -m dldoctor` was started), as for any child.
+        try:
+            here = os.getcwd()
+        except OSError:  # the folder was removed: nothing to leave out
+            here = ""
+        path = [p for p in sys.path if p and p != here]
+        code = (
+            f"import sys;sys.path[:]={path!r};__file__={spec.origin!r};"
+            "exec(compile(open(__file__,'rb').read(),__file__,'exec'))"
+        )
+        return [sys.executable, "-S", "-c", code]
 
 
 class _Children:
@@ -479,7 +497,7 @@ class _Early:
             finally:
                 self._done.set()
 
-        threading.Thread(target=work, name="dldoctor-early", daemon=True).start()
+        start_daemon(work)
 
     def answer(self, op: Op, key: str) -> Answer:
         # The operation is bounded by its own limit; the margin covers killing it.
