@@ -3,7 +3,7 @@
 from types import SimpleNamespace
 
 from dldoctor.cli.check import _prefetching
-from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS
+from dldoctor.early import EARLY_PROBES, EARLY_RUNS
 
 
 class Host:

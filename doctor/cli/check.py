@@ -200,12 +200,7 @@ def selected_checks(request):
 def diagnose_for(request, cleanup: contextlib.ExitStack, *, deadline_at=None, wrap=None):
     """(the report, the host) of the diagnosis `--check` makes of a Request: for it,
     snapshot (`wrap`: the host it records through), genconf and slurm-healthcheck."""
-    from dldoctor.early import EARLY_PROBES, EARLY_RUNS
-
-    host = host_maker(request, cleanup)[0]()
-    if not request.only:
-        # Before the facts and the checks are imported: the children start on the other core.
-        host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)
+    host = _start_early(request, host_maker(request, cleanup)[0]())
     from dldoctor.diagnose import diagnose
 
     specs, plugin_findings = selected_checks(request)
@@ -270,11 +265,18 @@ def _prefetching(request, make_host):
     interpreters start while the checks load, and the app's first findings come sooner."""
     if request.only:
         return make_host
-    from dldoctor.diagnose import EARLY_PROBES, EARLY_RUNS
-
-    first = [make_host()]
-    first[0].prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)
+    first = [_start_early(request, make_host())]
     return lambda: first.pop() if first else make_host()
+
+
+def _start_early(request, host):
+    """`host`, having started the child interpreters a whole run asks for, before the facts
+    and the checks are imported: they start on the other core meanwhile."""
+    from dldoctor.early import EARLY_PROBES, EARLY_RUNS
+
+    if not request.only:
+        host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)
+    return host
 
 
 def _fixes_after_boot(request, host, *, say: bool = False) -> list[str]:
