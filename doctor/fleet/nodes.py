@@ -265,8 +265,8 @@ def _fast(data: bytes) -> NodeReport | None:
 def parse(data: bytes) -> NodeReport | Problem:
     """A report document from a node's bytes, checked for the parts a fleet reads."""
     # Commas bound the values: without them only nesting adds any, which both parsers stop
-    # at the recursion limit.
-    if data.count(b",") >= MAX_VALUES:
+    # at the recursion limit. Fewer bytes than the bound hold fewer commas: not counted.
+    if len(data) >= MAX_VALUES and data.count(b",") >= MAX_VALUES:
         return Problem(NOT_A_REPORT, f"not JSON (more than {MAX_VALUES} JSON values)")
     fast = _fast(data)
     if fast is not None:
