@@ -13,14 +13,20 @@ Each run is a fresh `dldoctor fleet report --json DIR` process, Python start-up 
 its CPU time and peak memory are the child's (wait4's ru_utime + ru_stime and ru_maxrss).
 The targets: 2 s at 1,000, 20 s at 10,000. Figures only.
 
-Measured 2026-12-02 on the project's 2-core VM (AMD EPYC, Python 3.11.7), `--runs 3`,
-medians; wall time is noise while the machine is shared, so the load average is beside it:
+Measured 2026-12-02 on the project's 2-core VM (AMD EPYC, Python 3.11.7), shared with
+other jobs (the load average says how much), `--runs 3` (before: one run at 10,000
+indented), medians:
 
-    before (json.loads of each report, evidence cut out first):
-    fleet report: 1000 reports of 371 KiB in 3.43 s, CPU 3.04 s, peak RSS 101 MiB (load 6.9)
-    fleet report: 10000 reports of 371 KiB in 35.9 s, CPU 28.6 s, peak RSS 313 MiB (load 7.5)
-    now (msgspec decoding the fields a fleet reads, evidence skipped unbuilt):
-    (see README.md's Speed section)
+    before (the stdlib's json, after the evidence was cut out of the compact text):
+    1000 compact reports (358 KiB each): 0.87 s, CPU 0.87 s, peak RSS 28 MiB, load 2.2
+    10000 compact reports (358 KiB each): 8.01 s, CPU 7.62 s, peak RSS 43 MiB, load 2.5
+    1000 indented reports (590 KiB each): 3.45 s, CPU 3.24 s, peak RSS 32 MiB, load 3.2
+    10000 indented reports (590 KiB each): 31.39 s, CPU 28.03 s, peak RSS 44 MiB, load 3.5
+    now (msgspec decodes the fields a fleet reads, in any layout; each inventory read once):
+    1000 compact reports (358 KiB each): 0.62 s, CPU 0.60 s, peak RSS 29 MiB, load 5.0
+    10000 compact reports (358 KiB each): 4.48 s, CPU 4.06 s, peak RSS 44 MiB, load 4.6
+    1000 indented reports (590 KiB each): 0.76 s, CPU 0.76 s, peak RSS 31 MiB, load 3.7
+    10000 indented reports (590 KiB each): 5.49 s, CPU 5.48 s, peak RSS 44 MiB, load 2.5
 """
 
 from __future__ import annotations
