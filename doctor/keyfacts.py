@@ -175,17 +175,21 @@ KEY_FACTS: tuple[KeyFact, ...] = (
 NAMES = tuple(f.name for f in KEY_FACTS)
 
 
-def _typed(inventory: Any) -> Inventory:
-    return inventory if isinstance(inventory, Inventory) else Inventory.from_dict(inventory)
+def typed(inventory: Any) -> Inventory:
+    """An Inventory, from itself or a report's `inventory` object; one that cannot be read
+    (a hostile or damaged report) knows nothing. Read once, it serves each function here."""
+    if isinstance(inventory, Inventory):
+        return inventory
+    try:
+        return Inventory.from_dict(inventory)
+    except (TypeError, AttributeError, ValueError, RecursionError):
+        return Inventory()
 
 
 def key_facts(inventory: Any) -> dict[str, KeyValue]:
     """Every key fact of one host, from an Inventory or a report's `inventory` object;
     one whose section is odd (a hostile or damaged report) is None, never a crash."""
-    try:
-        inv = _typed(inventory)
-    except (TypeError, AttributeError, ValueError, RecursionError):
-        inv = Inventory()
+    inv = typed(inventory)
     values: dict[str, KeyValue] = {}
     for f in KEY_FACTS:
         try:
@@ -198,10 +202,7 @@ def key_facts(inventory: Any) -> dict[str, KeyValue]:
 def gpus_by_link(inventory: Any) -> dict[str, Gpu]:
     """PCIe device address -> the GPU at it. NVML may write the domain with 8 digits
     (00000000:18:00.0), sysfs with 4: they are matched on the rest."""
-    try:
-        inv = _typed(inventory)
-    except (TypeError, AttributeError, ValueError, RecursionError):
-        return {}
+    inv = typed(inventory)
     gpus = {g.bus_id.lower()[-12:]: g for g in inv.gpus or () if isinstance(g.bus_id, str)}
     return {
         d.address: gpus[d.address.lower()[-12:]]

@@ -245,17 +245,27 @@ def test_hostile_files_are_not_reports_and_never_crash(tmp_path, base):
     assert facts["gpu.count"]["unknown"]["nodes"] == "weird"
 
 
-def test_the_fast_cut_gives_the_whole_parse(base):
-    # The slim parse (evidence, details and remediation cut) reads what a whole one reads.
+def test_the_fast_decoder_reads_what_json_reads(base):
+    # msgspec reads the fields a fleet needs and skips the rest unbuilt, in any layout;
+    # json reads whatever it refuses, and both give the same node.
+    from dldoctor.fleet.nodes import _fast, _report
+
     data = fleetgen.dump(base)
-    slim = parse(data)
-    indented = parse(json.dumps(base, indent=2).encode())  # no cut: parsed whole
-    assert slim == indented
-    assert len(slim.findings) == len(base["findings"])
-    # A finding whose evidence is not followed by the usual keys is parsed whole.
+    whole = _report(json.loads(data))
+    indented = json.dumps(base, indent=2).encode()
+    assert _fast(data) == _fast(indented) == whole
+    assert len(whole.findings) == len(base["findings"])
+    # Evidence stored once beside the findings (another layout of it) is skipped as well.
+    shared = dict(base, evidence={"e1": {"kind": "command", "stdout": "x" * 1000}})
+    assert _fast(fleetgen.dump(shared)) == whole
+    # What msgspec refuses and json reads: a NaN in the evidence, text not in ASCII.
     odd = json.loads(data)
-    del odd["findings"][3]["fixes"]
-    assert parse(fleetgen.dump(odd)).findings == slim.findings
+    odd["findings"][3]["evidence"] = [float("nan")]
+    assert _fast(fleetgen.dump(odd)) is None
+    assert parse(fleetgen.dump(odd)) == whole
+    accented = json.dumps(dict(base, note="\u00e9t\u00e9"), ensure_ascii=False).encode()
+    assert _fast(accented) is None
+    assert parse(accented) == whole
 
 
 def test_a_sweep_record_names_the_nodes_without_an_answer(tmp_path, base):

@@ -448,6 +448,37 @@ def _report() -> dict:
     return fleetgen.real_report()  # a real report of a fixture host
 
 
+@functools.cache
+def _report_text() -> str:
+    return json.dumps(_report())
+
+
+@given(
+    field=st.sampled_from(
+        ["id", "title", "status", "summary", "evidence", "details", "schema_version"]
+        + ["host", "inventory", "findings"]
+    ),
+    value=JSON,
+    where=st.sampled_from(["finding", "root"]),
+    indent=st.sampled_from([None, 2]),
+    ascii_only=st.booleans(),
+)
+@example(field="evidence", value=float("nan"), where="finding", indent=None, ascii_only=True)
+@example(field="status", value="bogus", where="finding", indent=None, ascii_only=True)
+@example(field="schema_version", value=99, where="root", indent=None, ascii_only=True)
+@example(field="host", value=[1], where="root", indent=None, ascii_only=True)
+@example(field="title", value="\u00e9", where="finding", indent=2, ascii_only=False)
+@example(field="schema_version", value=1.0, where="root", indent=None, ascii_only=True)
+@example(field="inventory", value={"a": 2**70}, where="root", indent=None, ascii_only=True)
+def test_a_node_report_reads_as_the_stdlib_reads_it(field, value, where, indent, ascii_only):
+    # fleet report decodes with msgspec where it can: whatever the document, its answer is
+    # the one json gives (repr: a NaN is not equal to itself).
+    doc = json.loads(_report_text())
+    (doc["findings"][0] if where == "finding" else doc)[field] = value
+    data = json.dumps(doc, indent=indent, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    assert repr(nodes.parse(data)) == repr(nodes._report(json.loads(data)))
+
+
 @given(
     field=st.sampled_from(["id", "title", "status", "summary", "evidence", "remediation"]),
     value=JSON,

@@ -132,13 +132,11 @@ def test_fleet_report_reads_schema1_and_schema2_reports_alike(tmp_path):
     assert found[0]["summary"]["failing"]["nodes"] == "node2"
 
 
-def test_fleet_reads_a_schema2_report_without_its_evidence_table():
-    from dldoctor.fleet.nodes import _slim
+def test_fleet_reads_a_schema2_report_in_any_layout_as_a_full_parse_does():
+    from dldoctor.fleet.nodes import _report
 
     doc = as_schema2(schema1("hgx-h100x8-healthy"))
     compact = json.dumps(doc, separators=(",", ":"), ensure_ascii=True).encode()
-    slim = json.loads(_slim(compact))
-    assert slim["evidence"] == [] and len(slim["findings"]) == len(doc["findings"])
-    assert len(_slim(compact)) < len(compact) // 4  # the table and the findings' lists cut
-    whole = parse(json.dumps(doc, indent=1).encode())  # another layout: parsed whole
-    assert parse(compact) == whole
+    whole = parse(json.dumps(doc, indent=1).encode())  # another layout
+    assert parse(compact) == whole == _report(json.loads(compact))
+    assert len(whole.findings) == len(doc["findings"])

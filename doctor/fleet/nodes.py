@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from dldoctor.host.base import file_name_text
 from dldoctor.model import READABLE_SCHEMA_VERSIONS, Status
 
@@ -218,69 +220,58 @@ def _bundle_report(path: str) -> bytes | Problem:
     return data
 
 
-# Most of a report is evidence (schema 1: nine tenths, in each finding), which a fleet does
-# not read (nor the findings' details and remediation); the C decoder spends most of its
-# time building those small objects (7 of 7.4 ms for an 8-GPU host). The compact document
-# dldoctor writes puts a finding's between its `"details":[` and its `,"fixes":[`, and in
-# valid JSON neither can occur inside a string (a quote in a string is escaped), so a single
-# pass cuts them out.
-# A document laid out otherwise fails the cut, the parse after it, or the check that it
-# still holds as many findings as its summary counts, and is parsed whole.
-_CUT_FROM, _CUT_TO = b'"details":[', b',"fixes":['
-_CUT_AS = b'"details":[],"evidence":[],"remediation":""'
+# Nine tenths of a report is its findings' evidence (and their details and remediation),
+# which a fleet does not read: msgspec decodes the report into these types and skips every
+# other field without building it, whatever the evidence's layout or the report's
+# indentation. It is used only where its answer is the stdlib's: msgspec refuses a
+# superset of what `json` refuses (NaN, lone surrogates, out-of-range numbers), ASCII
+# input (as dldoctor writes it) leaves no encoding to guess, and any refusal, or a document
+# the checks below would refuse, is parsed again by `json`, whose answer names the fault.
+class _Finding(msgspec.Struct):
+    id: str
+    title: str
+    status: str
+    summary: str
 
 
-# Schema 2 keeps the evidence once, in a table of objects between the end of the findings
-# (`}]`: a finding's own lists hold strings and numbers) and the timings.
-_TABLE_FROM, _TABLE_TO = b'}],"evidence":[{', b'}],"timings":'
+class _Report(msgspec.Struct):
+    schema_version: int
+    findings: list[_Finding]
+    host: dict = {}
+    inventory: Any = None
 
 
-def _slim(data: bytes) -> bytes:
-    kept, pos, start = [], 0, data.find(_CUT_FROM)
-    while start >= 0:
-        end = data.find(_CUT_TO, start)
-        if end < 0:
-            return data
-        kept += (data[pos:start], _CUT_AS)
-        pos, start = end, data.find(_CUT_FROM, end)
-    return _without_table(b"".join([*kept, data[pos:]])) if kept else data
+_FAST = msgspec.json.Decoder(_Report)
 
 
-def _without_table(data: bytes) -> bytes:
-    start = data.find(_TABLE_FROM)
-    end = data.find(_TABLE_TO, start) if start >= 0 else -1
-    return data if end < 0 else b"".join((data[: start + 2], b',"evidence":[', data[end + 1 :]))
-
-
-def _decode(data: bytes) -> Any:
-    # Commas bound the values: without them only nesting adds any, and json stops that at
-    # the recursion limit.
-    if data.count(b",") >= MAX_VALUES:
-        raise ValueError(f"more than {MAX_VALUES} JSON values")
-    return json.loads(data)
-
-
-def _whole(doc: Any) -> bool:
-    """Whether the cut kept every finding the report's summary counts."""
+def _fast(data: bytes) -> NodeReport | None:
+    """The report as `_report(json.loads(data))` reads it, or None where only that says."""
+    if not data.isascii():
+        return None
     try:
-        counts = doc["summary"]["counts"]
-        return sum(counts.values()) == len(doc["findings"])
-    except (TypeError, KeyError, AttributeError):
-        return False
+        doc = _FAST.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    findings = doc.findings
+    if _unreadable_version(doc.schema_version) or len(findings) > MAX_FINDINGS:
+        return None
+    if not all(f.status in STATUSES for f in findings):
+        return None
+    rows = [(f.id[:MAX_TEXT], f.title[:MAX_TEXT], f.status, f.summary[:MAX_TEXT]) for f in findings]
+    return NodeReport(_host(doc.host), rows, doc.inventory)
 
 
 def parse(data: bytes) -> NodeReport | Problem:
     """A report document from a node's bytes, checked for the parts a fleet reads."""
-    slim = _slim(data)
-    if slim is not data:
-        try:
-            doc = _decode(slim)
-            if _whole(doc):
-                return _report(doc)
-        except (ValueError, RecursionError):
-            pass
+    # Commas bound the values: without them only nesting adds any, which both parsers stop
+    # at the recursion limit. Fewer bytes than the bound hold fewer commas: not counted.
+    if len(data) >= MAX_VALUES and data.count(b",") >= MAX_VALUES:
+        return Problem(NOT_A_REPORT, f"not JSON (more than {MAX_VALUES} JSON values)")
+    fast = _fast(data)
+    if fast is not None:
+        return fast
     try:
-        doc = _decode(data)
+        doc = json.loads(data)
     except (ValueError, RecursionError) as exc:
         if not data.strip():
             return Problem(NOT_A_REPORT, "empty")
@@ -297,6 +288,12 @@ def _unreadable_version(version: Any) -> Problem | None:
         return None
     shown, known = json.dumps(version)[:40], " or ".join(map(str, READABLE_SCHEMA_VERSIONS))
     return Problem(NOT_A_REPORT, f"schema_version {shown}, not {known}")
+
+
+def _host(host: Any) -> dict[str, str]:
+    if not isinstance(host, dict):
+        return {}
+    return {k: v[:MAX_TEXT] for k, v in host.items() if isinstance(v, str)}
 
 
 def _report(doc: Any) -> NodeReport | Problem:
@@ -322,10 +319,4 @@ def _report(doc: Any) -> NodeReport | Problem:
         if status not in STATUSES:
             return Problem(NOT_A_REPORT, f"a finding of status {status[:20]!r}")
         rows.append((fid[:MAX_TEXT], title[:MAX_TEXT], status, summary[:MAX_TEXT]))
-    host = doc.get("host")
-    host = (
-        {k: v[:MAX_TEXT] for k, v in host.items() if isinstance(v, str)}
-        if isinstance(host, dict)
-        else {}
-    )
-    return NodeReport(host, rows, doc.get("inventory"))
+    return NodeReport(_host(doc.get("host")), rows, doc.get("inventory"))

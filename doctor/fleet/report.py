@@ -104,7 +104,8 @@ class Tally:
             check.nodes.setdefault(status, []).append(name)
             if status not in ("pass", "skip"):
                 check.results.setdefault((status, summary), []).append(name)
-        facts = keyfacts.key_facts(report.inventory)
+        inventory = keyfacts.typed(report.inventory)
+        facts = keyfacts.key_facts(inventory)
         for fact, value in facts.items():
             tally = self.facts[fact]
             if value is None:
@@ -115,7 +116,7 @@ class Tally:
                     tally.items.setdefault(item, {}).setdefault(v, []).append(name)
             else:
                 tally.values.setdefault(value, []).append(name)
-        for address, label in keyfacts.gpu_labels(report.inventory).items():
+        for address, label in keyfacts.gpu_labels(inventory).items():
             self.labels.setdefault(address, label)
         return facts
 
