@@ -414,7 +414,7 @@ def test_slurm_drains_the_node_on_a_failing_policy_and_resumes_it_on_a_passing_o
     )
     script.chmod(0o755)
     _set_policy(folder, "")
-    cluster = Cluster(folder, script, interval=5)
+    cluster = Cluster(folder, script, interval=2)
     try:
         cluster.write_config()
         try:
