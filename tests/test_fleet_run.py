@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from tests.support.cli import run_dldoctor
+from tests.support.marks import DEADLINES
 from tests.support.paths import HOSTS, TESTS
 
 NODE = f"exec {sys.executable} {TESTS / 'support' / 'fleet_node.py'} %h"
@@ -39,6 +40,7 @@ def groups(tmp_path):
     return {"CLUSTERSHELL_CFGDIR": str(cfg)}
 
 
+@DEADLINES  # eight nodes at once take every core
 def test_a_sweep_of_50_nodes_names_exactly_the_odd_ones(tmp_path, groups):
     policy = tmp_path / "policy.toml"
     policy.write_text('[gpu]\nmin_driver = "550.54.15"\n')  # read by the nodes from stdin

@@ -30,8 +30,12 @@ from dldoctor.slurm import (
 )
 from tests.support.cli import run_dldoctor
 from tests.support.commands import fake_command
+from tests.support.marks import DEADLINES
 from tests.support.paths import FIXTURES
 from tests.support.slurmcluster import Cluster, NotStarted, missing_programs
+
+# Health-check runs that must end inside the default deadline, and Slurm's own timeouts.
+pytestmark = DEADLINES
 
 CAPTURES = FIXTURES / "slurm"
 IDLE = CAPTURES / "show-node-idle.txt"
