@@ -35,9 +35,12 @@ from dldoctor.snapshots.take import EXTRAS
 from tests.support.bugreports import SEPARATOR, constructed_sections
 from tests.support.commands import fake_command
 from tests.support.faults import SPARSE_BYTES, misbehaving_bundle
+from tests.support.marks import DEADLINES
 from tests.support.measuring import measured
 from tests.support.paths import HOSTS
 from tests.support.processes import MARK, TOOLS, left_behind
+
+pytestmark = DEADLINES
 
 SOURCE = HOSTS / "hgx-h100x8-raid-degraded"
 PEAK_MIB = 100

@@ -22,8 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.marks import DEADLINES
 from tests.support.paths import HOSTS
 from tests.support.processes import MARK, ROOT, finish, hanging_tools, marked_processes
+
+pytestmark = DEADLINES
 
 
 def blocking_nvml(folder: Path) -> Path:

@@ -15,8 +15,11 @@ import pytest
 
 from dldoctor.host.base import MAX_STDERR_BYTES, stdout_cap
 from tests.support.commands import fake_command
+from tests.support.marks import DEADLINES
 from tests.support.measuring import measured
 from tests.support.paths import HOSTS
+
+pytestmark = DEADLINES
 
 ROOT = HOSTS / "hgx-h100x8-healthy" / "files"
 TIMEOUT = 2

@@ -18,7 +18,10 @@ import uuid
 import pytest
 
 from tests.support.commands import fake_command
+from tests.support.marks import DEADLINES
 from tests.support.processes import MARK, ROOT, TOOLS, finish, marked_processes
+
+pytestmark = DEADLINES
 
 ESCAPES = {
     "holding": "(setsid sleep 600 &)",

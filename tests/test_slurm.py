@@ -30,8 +30,12 @@ from dldoctor.slurm import (
 )
 from tests.support.cli import run_dldoctor
 from tests.support.commands import fake_command
+from tests.support.marks import DEADLINES
 from tests.support.paths import FIXTURES
 from tests.support.slurmcluster import Cluster, NotStarted, missing_programs
+
+# Health-check runs that must end inside the default deadline, and Slurm's own timeouts.
+pytestmark = DEADLINES
 
 CAPTURES = FIXTURES / "slurm"
 IDLE = CAPTURES / "show-node-idle.txt"
@@ -414,7 +418,7 @@ def test_slurm_drains_the_node_on_a_failing_policy_and_resumes_it_on_a_passing_o
     )
     script.chmod(0o755)
     _set_policy(folder, "")
-    cluster = Cluster(folder, script, interval=5)
+    cluster = Cluster(folder, script, interval=2)
     try:
         cluster.write_config()
         try:

@@ -20,3 +20,10 @@ def nonroot(test):
     for mark in NONROOT:
         test = mark(test)
     return test
+
+
+# Runs that must end inside a deadline with a core to themselves, and runs that take every
+# core (tools printing without end, a sweep eight nodes wide): one pytest-xdist worker runs
+# them one at a time (`--dist loadgroup`), as the suite did before it had workers, so that
+# no two of them starve each other; the other worker runs ordinary tests beside them.
+DEADLINES = pytest.mark.xdist_group("deadlines")
