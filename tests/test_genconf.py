@@ -24,7 +24,7 @@ from dldoctor.policy import (
     PolicyError,
     StoragePolicy,
     load_policy,
-    tomllib,
+    toml_parser,
 )
 from dldoctor.registry import builtin_checks, ordered
 from dldoctor.runner import run_check
@@ -32,6 +32,8 @@ from dldoctor.tomllines import basic_string
 from dldoctor.versions import matches
 from tests.support.cli import report_of, run_dldoctor, verdicts
 from tests.support.paths import HOSTS
+
+tomllib = toml_parser()  # tomllib, or tomli on Python 3.10: what policy files are read with
 
 HEALTHY = str(HOSTS / "hgx-h100x8-healthy")
 MISSING = str(HOSTS / "hgx-h100x8-gpu-missing")

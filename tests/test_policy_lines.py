@@ -6,8 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dldoctor.policy import PolicyError, load_policy, tomllib
+from dldoctor.policy import PolicyError, load_policy, toml_parser
 from dldoctor.tomllines import basic_string, key_lines, line_of
+
+tomllib = toml_parser()  # tomllib, or tomli on Python 3.10: what policy files are read with
 
 DOCUMENT = '''# a site policy
 gpu.expected_count = 8   # a dotted key at the top
@@ -146,6 +148,7 @@ VALUE = st.one_of(
     st.text(max_size=20).map(basic_string),
     st.lists(st.text(max_size=5).map(basic_string), max_size=3).map(lambda v: f"[{', '.join(v)}]"),
 )
+
 FILLER = st.lists(st.sampled_from(["", "# [x] y = 1", "   ", '# a "comment"']), max_size=2)
 
 

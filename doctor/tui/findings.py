@@ -64,6 +64,9 @@ class FindingsTree(Tree):
         self.show_root = False
         self.guide_depth = 3
         self.unfolded: set[str] = set()  # categories whose skips are shown
+        # The node a redraw moves the cursor to, once laid out; until then the highlights
+        # of the rebuilt tree (its first line) are the redraw's, not a choice.
+        self.moving_to = None
 
     def show(self, findings: list[Finding], selected: str | None) -> str | None:
         """Draw `findings`; the id now selected."""
@@ -105,8 +108,14 @@ class FindingsTree(Tree):
         # (A node has its line once the tree is laid out again: move after the refresh.)
         chosen = target or first
         if chosen is not None:
-            self.call_after_refresh(self.move_cursor, chosen)
+            self.moving_to = chosen
+            self.call_after_refresh(self._move_to, chosen)
         return chosen.data if chosen is not None else None
+
+    def _move_to(self, node) -> None:
+        if self.moving_to is node:  # not overtaken by a later redraw
+            self.moving_to = None
+        self.move_cursor(node)
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
         data = event.node.data

@@ -284,8 +284,8 @@ class ResultsScreen(Screen):
         self.following = False
 
     def on_tree_node_highlighted(self, event: FindingsTree.NodeHighlighted) -> None:
-        if event.node is not event.control.cursor_node:
-            return  # the cursor has left it since (a redraw moved it): not the user's choice
+        if event.node is not event.control.cursor_node or event.control.moving_to is not None:
+            return  # the cursor has left it since, or a redraw is moving it: not a choice
         data = event.node.data
         if isinstance(data, str) and not data.startswith("skips:"):
             self.selected = data

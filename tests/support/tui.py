@@ -48,9 +48,16 @@ async def until(pilot, condition, timeout: float = 30.0) -> None:
 
 
 async def finished(pilot, session: Session) -> None:
-    """Until the run has ended and the results screen shows its end."""
+    """Until the run has ended, the results screen shows its end and the list's cursor has
+    reached the selection (a redraw moves the cursor once the rebuilt tree is laid out)."""
+    from dldoctor.tui.findings import FindingsTree
+
     screen = pilot.app.results
-    await until(pilot, lambda: session.done and screen.ended is session.run)
+
+    def settled() -> bool:  # the redraw's cursor has reached its line
+        return screen.query_one(FindingsTree).moving_to is None
+
+    await until(pilot, lambda: session.done and screen.ended is session.run and settled())
 
 
 async def selected(pilot, check_id: str) -> None:
