@@ -119,13 +119,12 @@ def test_devshm_previewed_applied_undone(tmp_path, release_from):
     assert {k: v for k, v in tree(root).items() if "var/lib/dldoctor" not in k} == before
 
 
-def test_devshm_through_the_cli_rechecked_on_a_real_tmpfs(tmp_path):
-    root = _root(tmp_path)
-    shm = root / "dev/shm"
+def _remount_only_the_roots_shm(tmp_path, shm):
+    """(env, log): a PATH whose `mount` does only the remount of /dev/shm, and only of the
+    root's (`shm`): never the machine's; each call logged."""
     real_mount, log = shutil.which("mount"), tmp_path / "mount.log"
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    # Only the remount of /dev/shm, and only of the root's: never the machine's.
     fake_command(
         bindir,
         "mount",
@@ -133,7 +132,13 @@ def test_devshm_through_the_cli_rechecked_on_a_real_tmpfs(tmp_path):
 [ "$#" = 3 ] && [ "$1" = -o ] && [ "$3" = /dev/shm ] || exit 1
 exec {real_mount} -o "$2" {shm}""",
     )
-    env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
+    return {"PATH": f"{bindir}:{os.environ['PATH']}"}, log
+
+
+def test_devshm_through_the_cli_rechecked_on_a_real_tmpfs(tmp_path):
+    root = _root(tmp_path)
+    shm = root / "dev/shm"
+    env, log = _remount_only_the_roots_shm(tmp_path, shm)
     with real_tmpfs(shm, "512m"):
         before = tree(root)
         assert recheck(["memory.devshm"], LiveHost(str(root)), Policy()) == {
@@ -239,18 +244,7 @@ def test_a_policy_floor_above_half_the_ram_is_what_the_fix_gives(tmp_path):
 def test_devshm_rechecked_under_the_policy_on_a_real_tmpfs(tmp_path):
     root = _root(tmp_path)
     shm = root / "dev/shm"
-    real_mount, log = shutil.which("mount"), tmp_path / "mount.log"
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    # Only the remount of /dev/shm, and only of the root's: never the machine's.
-    fake_command(
-        bindir,
-        "mount",
-        f"""echo "$*" >> {log}
-[ "$#" = 3 ] && [ "$1" = -o ] && [ "$3" = /dev/shm ] || exit 1
-exec {real_mount} -o "$2" {shm}""",
-    )
-    env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
+    env, log = _remount_only_the_roots_shm(tmp_path, shm)
     policy = tmp_path / "site.toml"
     policy.write_text("[memory]\nmin_devshm_gib = 2048\n")
     with real_tmpfs(shm, "512m"):
