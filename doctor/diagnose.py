@@ -38,7 +38,11 @@ def bound_host(host: Host, policy: Policy, deadline_at: float | None) -> float:
     # The deadline counts from the start of the process when the CLI gives it (start-up and
     # loading the checks are part of what a scheduler waits for).
     deadline = (deadline_at if deadline_at is not None else t0 + t.deadline_s) - REPORT_RESERVE_S
-    host.bound(commands_until=min(t0 + t.probe_window_s + WINDOW_SLACK_S, deadline), until=deadline)
+    host.bound(
+        commands_until=min(t0 + t.probe_window_s + WINDOW_SLACK_S, deadline),
+        until=deadline,
+        measures_until=min(t0 + t.active_s + t.probe_window_s, deadline),
+    )
     return deadline
 
 

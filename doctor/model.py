@@ -83,6 +83,49 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class Figure:
+    """One figure the active tier measured (docs/active.md): what, on which part, in which
+    unit, and the reference it was judged against, with where that reference comes from.
+    A finding's summary says it in words; this is what `diff` and `fleet report` compare."""
+
+    subject: str  # the part measured: "GPU 3", "/data", "NUMA node 1", "mlx5_0:1"
+    what: str  # a stable name: "gemm_bf16", "hbm_copy", "h2d", "seq_read", ...
+    value: float
+    unit: str  # "TFLOPS", "TB/s", "GB/s", "us", "IOPS"
+    reference: float | None = None  # the figure expected, in the same unit
+    source: str = ""  # where the reference comes from: a datasheet, a policy key, genconf
+
+    @property
+    def fraction(self) -> float | None:
+        """The value as a fraction of the reference (None without one)."""
+        return self.value / self.reference if self.reference else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "subject": self.subject,
+            "what": self.what,
+            "value": self.value,
+            "unit": self.unit,
+        }
+        if self.reference is not None:
+            d["reference"] = self.reference
+            d["source"] = self.source
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Figure:
+        reference = d.get("reference")
+        return cls(
+            subject=str(d["subject"]),
+            what=str(d["what"]),
+            value=float(d["value"]),
+            unit=str(d["unit"]),
+            reference=None if reference is None else float(reference),
+            source=str(d.get("source", "")),
+        )
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What a check function returns; the runner adds identity, evidence and timing."""
 
@@ -91,16 +134,20 @@ class Outcome:
     details: tuple[str, ...] = ()
     remediation: str | None = None  # replaces the check's default remediation
     fixes: tuple[str, ...] | None = None  # replaces the check's default fix ids
+    figures: tuple[Figure, ...] = ()  # what a measuring check measured
 
 
 def _outcome(status: Status):
-    def make(summary: str, details=(), *, remediation: str | None = None, fixes=None) -> Outcome:
+    def make(
+        summary: str, details=(), *, remediation: str | None = None, fixes=None, figures=()
+    ) -> Outcome:
         return Outcome(
             status,
             summary,
             tuple(details),
             remediation,
             None if fixes is None else tuple(fixes),
+            tuple(figures),
         )
 
     make.__name__ = status.name.lower()
@@ -127,6 +174,7 @@ class Finding:
     fixes: tuple[str, ...] = ()
     duration_s: float = 0.0
     source: str = "builtin"
+    figures: tuple[Figure, ...] = ()  # the active tier's measurements
 
     def __post_init__(self) -> None:
         # A check may plan a fix that does not exist yet: offer only the registered ones.
@@ -144,7 +192,7 @@ class Finding:
             evidence: list[Any] = [e.to_dict() for e in self.evidence]
         else:
             evidence = [evidence_ids.setdefault(e, len(evidence_ids)) for e in self.evidence]
-        return {
+        d = {
             "id": self.id,
             "title": self.title,
             "category": self.category,
@@ -157,6 +205,9 @@ class Finding:
             "duration_s": round(self.duration_s, 6),
             "source": self.source,
         }
+        if self.figures:  # only a measuring check's: a passive report stays as it was
+            d["figures"] = [f.to_dict() for f in self.figures]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], table: list[Evidence] | None = None) -> Finding:
@@ -178,6 +229,7 @@ class Finding:
             fixes=tuple(d.get("fixes", ())),
             duration_s=float(d.get("duration_s", 0.0)),
             source=d.get("source", "builtin"),
+            figures=tuple(Figure.from_dict(f) for f in d.get("figures", ())),
         )
 
 

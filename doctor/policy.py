@@ -174,9 +174,12 @@ class Timeouts:
     # limit and a Kubernetes probe's patience. Every probe ends by the longest of the three
     # limits above, so N hung tools cost one timeout, not N.
     deadline_s: float = 20.0
+    # The active tier's whole budget (`--active`, docs/active.md), added to the deadline:
+    # every measurement is sized to fit in it, and one that would not is not started.
+    active_s: float = 120.0
 
     def __post_init__(self) -> None:
-        for name in ("command_s", "filesystem_s", "nvml_s", "check_s", "deadline_s"):
+        for name in ("command_s", "filesystem_s", "nvml_s", "check_s", "deadline_s", "active_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
                 raise PolicyError(f"timeouts.{name} {TIMEOUT_RANGE}", f"timeouts.{name}")

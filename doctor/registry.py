@@ -40,6 +40,7 @@ CATEGORY_ORDER = (
     "storage",
     "network",
     "thermal",
+    "perf",  # the active tier's measurements (docs/active.md)
     "plugins",
 )
 # Within a category, the built-in modules that share it, in display order (the gpu checks
@@ -61,6 +62,9 @@ class CheckSpec:
     source: str = "builtin"
     order: int = 0  # line of definition: checks keep their module's reading order
     requires: tuple[Requirement, ...] = ()
+    # A measuring check (the active tier): run only when asked (`--active`, or replaying a
+    # bundle that holds measurements), under the active budget, not the per-check limit.
+    active: bool = False
 
 
 def check(
@@ -71,6 +75,7 @@ def check(
     remediation: str = "",
     fixes: Iterable[str] = (),
     requires: Requirement | Iterable[Requirement] = (),
+    active: bool = False,
 ) -> Callable[[Callable[..., Outcome]], Callable[..., Outcome]]:
     """Declare `fn(facts, policy) -> Outcome` as a check with a stable dotted id.
 
@@ -96,6 +101,7 @@ def check(
             # The function as written: a wrapper's (functools.wraps) line is not its place.
             order=inspect.unwrap(fn).__code__.co_firstlineno,
             requires=needs,
+            active=active,
         )
         setattr(fn, _MARK, spec)
         return fn
@@ -116,13 +122,14 @@ def _with_source(spec: CheckSpec, source: str) -> CheckSpec:
     return CheckSpec(**{**spec.__dict__, "source": source})
 
 
-def builtin_checks() -> list[CheckSpec]:
+def builtin_checks(*, active: bool = False) -> list[CheckSpec]:
+    """The built-in checks; the measuring ones (the active tier) too only when `active`."""
     import dldoctor.checks as package
 
     specs: list[CheckSpec] = []
     for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
         specs.extend(checks_in(importlib.import_module(info.name)))
-    return specs
+    return [s for s in specs if active or not s.active]
 
 
 @dataclass

@@ -31,12 +31,15 @@ class Request:
     strict: bool = False
     no_plugins: bool = False
     started: float = 0.0  # time.monotonic() when the command line was read
-    active: bool = False  # room for probes that load the machine (not offered yet)
+    active: bool = False  # --active: the measuring checks too (docs/active.md)
+    force: bool = False  # --force: measure GPUs that other processes are using
 
     @property
     def deadline_at(self) -> float:
-        """When the run ends (monotonic), whatever hangs."""
-        return self.started + self.policy.timeouts.deadline_s
+        """When the run ends (monotonic), whatever hangs: the active tier's budget is
+        added to the deadline."""
+        t = self.policy.timeouts
+        return self.started + t.deadline_s + (t.active_s if self.active else 0.0)
 
     @property
     def host_root(self) -> str:
@@ -68,6 +71,8 @@ def request_from(args: argparse.Namespace, *, started: float | None = None) -> R
         deadline=given.get("deadline"),
         strict=bool(given.get("strict")),
         no_plugins=bool(given.get("no_plugins")),
+        active=bool(given.get("active")),
+        force=bool(given.get("force")),
         started=time.monotonic() if started is None else started,
     )
 

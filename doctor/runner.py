@@ -13,7 +13,7 @@ from typing import Any
 
 from dldoctor.facts import Fact, FactFailed, Facts
 from dldoctor.host.base import AnswerStatus, NotCaptured, ProbeFailed, start_daemon
-from dldoctor.model import Evidence, Finding, Outcome, Status
+from dldoctor.model import Evidence, Figure, Finding, Outcome, Status
 from dldoctor.policy import Policy
 from dldoctor.registry import CheckSpec
 
@@ -65,6 +65,7 @@ def finding_for(
         fixes=tuple(fixes) if problem else (),
         duration_s=duration,
         source=spec.source,
+        figures=outcome.figures,
     )
 
 
@@ -79,6 +80,10 @@ def _valid(outcome: object) -> Outcome:
             isinstance(value, tuple) and all(isinstance(v, str) for v in value)
         ):
             raise TypeError(f"Outcome.{name} must be strings")
+    if not isinstance(outcome.figures, tuple) or not all(
+        isinstance(f, Figure) for f in outcome.figures
+    ):
+        raise TypeError("Outcome.figures must be Figures")
     return outcome
 
 
@@ -166,6 +171,9 @@ class Runner:
         self.facts = facts
         self.policy = policy
         self.check_timeout = check_timeout
+        # A measuring check waits its turn for the one measuring lane: the whole active
+        # budget is its backstop, and the run's deadline still bounds it.
+        self.measure_timeout = check_timeout + policy.timeouts.active_s
         self.deadline = deadline
         self.listeners = list(listeners)
 
@@ -186,7 +194,7 @@ class Runner:
         running: dict[int, tuple[float, int]] = {}
         results: dict[int, Finding] = {}
         while len(results) < len(self.specs):
-            ends = [started + self.check_timeout for started, _ in running.values()]
+            ends = [started + self._timeout(i) for i, (started, _) in running.items()]
             if self.deadline is not None:
                 ends.append(self.deadline)
             wait = max(0.0, min(ends) - time.monotonic()) if ends else None
@@ -207,6 +215,9 @@ class Runner:
                 self._emit(CheckFinished(spec, payload))
         return [results[i] for i in range(len(self.specs))]
 
+    def _timeout(self, index: int) -> float:
+        return self.measure_timeout if self.specs[index].active else self.check_timeout
+
     def _give_up(self, running: dict[int, tuple[float, int]], results: dict[int, Finding]) -> None:
         now = time.monotonic()
         past_deadline = self.deadline is not None and now >= self.deadline
@@ -214,13 +225,13 @@ class Runner:
             if index in results:
                 continue
             started, thread = running.get(index, (now, 0))
-            overdue = now - started >= self.check_timeout
+            overdue = now - started >= self._timeout(index)
             if not (past_deadline or overdue):
                 continue
             spec = self.specs[index]
             blocker = self.facts.blocker(thread) if thread else ""
             if overdue and not past_deadline:
-                summary = f"did not finish within {self.check_timeout:g} s (timed out)"
+                summary = f"did not finish within {self._timeout(index):g} s (timed out)"
             else:
                 summary = "did not finish before the run's deadline"
             if blocker:

@@ -304,11 +304,12 @@ def _fixes_after_boot(request, host, *, say: bool = False) -> list[str]:
     return lines
 
 
-def specs_of(no_plugins: bool):
-    """(the checks, built-in and plugins', in order; a finding per plugin not loaded)."""
+def specs_of(no_plugins: bool, *, active: bool = False):
+    """(the checks, built-in and plugins', in order; a finding per plugin not loaded). The
+    measuring checks only when `active`."""
     from dldoctor.registry import builtin_checks, ordered, plugin_checks, plugins_disabled
 
-    specs = builtin_checks()
+    specs = builtin_checks(active=active)
     findings: list[Finding] = []
     if not plugins_disabled(no_plugins):
         loaded = plugin_checks()

@@ -279,14 +279,37 @@ class Host(ABC):
     def describe(self) -> str:
         return self.kind
 
-    def bound(self, *, commands_until: float | None, until: float | None) -> None:  # noqa: B027
-        """Every command must end by `commands_until`, every other operation by `until`
-        (monotonic clock): how one run keeps its probes within one budget, so that hung
-        commands asked in turn cost one timeout in all. Replay ignores it."""
+    def bound(  # noqa: B027
+        self,
+        *,
+        commands_until: float | None,
+        until: float | None,
+        measures_until: float | None = None,
+    ) -> None:
+        """Every command must end by `commands_until`, every measurement by
+        `measures_until` (the active tier's budget; None: `until`), every other operation
+        by `until` (monotonic clock): how one run keeps its probes within one budget, so
+        that hung commands asked in turn cost one timeout in all. Replay ignores it."""
 
     def limit(self, op: Op, timeout: float | None = None) -> float | None:
         """The time limit an operation would get if it started now (None: unbounded)."""
         return None
+
+    def measure(
+        self, argv: Sequence[str], *, timeout: float, scratch_in: str | None = None
+    ) -> Answer:
+        """Run a measuring tool (the active tier, docs/active.md): a command like any other,
+        recorded and replayed under `argv` as written, whose words may hold placeholders
+        that only a live host fills in:
+
+        - `{python}`: the interpreter running dldoctor;
+        - `{scripts}`: the folder of dldoctor's measuring scripts (dldoctor/active/scripts);
+        - `{scratch}`: a new empty folder made inside `scratch_in` for this run alone, and
+          removed with everything in it when the command ends, however it ends.
+
+        Its limit is `timeout`, cut by the run's measuring budget (`bound`), not by the
+        window of the passive probes. A host that only replays answers it as `run`."""
+        return self.run(argv, timeout=timeout)
 
     def prefetch(self, *, runs: Sequence[Sequence[str]] = (), probes: Sequence[str] = ()) -> None:  # noqa: B027
         """Start these operations now, in the background; the first to ask for one later

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +55,20 @@ STATVFS_FIELDS = (
     "f_flag",
     "f_namemax",
 )
+
+
+# Where dldoctor's measuring scripts live: run by an interpreter of the host's own (its
+# framework's), so they import nothing of dldoctor.
+MEASURING_SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "active", "scripts")
+
+
+def _filled(word: str, words: Mapping[str, str]) -> str:
+    for placeholder, value in words.items():
+        if placeholder in word:
+            if not value:
+                raise ValueError(f"{placeholder} in {word!r} without a folder to make it in")
+            word = word.replace(placeholder, value)
+    return word
 
 
 class ChildProbe:
@@ -238,11 +253,19 @@ class LiveHost(Host):
         self._early: dict[tuple[str, str], _Early] = {}
         self._commands_until: float | None = None
         self._until: float | None = None
+        self._measures_until: float | None = None
         self._window = 0.0
 
-    def bound(self, *, commands_until: float | None, until: float | None) -> None:
+    def bound(
+        self,
+        *,
+        commands_until: float | None,
+        until: float | None,
+        measures_until: float | None = None,
+    ) -> None:
         now = time.monotonic()
         self._commands_until, self._until = commands_until, until
+        self._measures_until = until if measures_until is None else measures_until
         self._window = max(0.0, (commands_until or now) - now)
 
     def limit(self, op: Op, timeout: float | None = None) -> float | None:
@@ -374,9 +397,45 @@ class LiveHost(Host):
         early = self._prefetched(Op.RUN, command_key(argv)) if timeout is None else None
         return early if early is not None else self._run_now(argv, timeout)
 
-    def _run_now(self, argv: Sequence[str], timeout: float | None) -> Answer:
+    def measure(
+        self, argv: Sequence[str], *, timeout: float, scratch_in: str | None = None
+    ) -> Answer:
         key = command_key(argv)
-        limit = self.limit(Op.RUN, timeout)
+        limit = _sooner(timeout, self._measures_until)
+        if limit is None or limit <= 0:
+            why = "the run's measuring time was used up"
+            return Answer(Op.RUN, key, AnswerStatus.TIMEOUT, timeout_s=0, error=why)
+        scratch = ""
+        if scratch_in is not None:
+            made, scratch = call_with_timeout(
+                lambda: tempfile.mkdtemp(prefix=".dldoctor-measure-", dir=scratch_in),
+                min(limit, self.fs_timeout),
+            )
+            if not made:
+                why = f"making a scratch folder in {scratch_in}"
+                return Answer(Op.RUN, key, AnswerStatus.TIMEOUT, error=why, timeout_s=limit)
+            if isinstance(scratch, BaseException):
+                return os_error_answer(Op.RUN, key, scratch, 0.0)
+        words = {"{python}": sys.executable, "{scripts}": MEASURING_SCRIPTS, "{scratch}": scratch}
+        try:
+            filled = [_filled(word, words) for word in argv]
+            return self._run_now(filled, timeout, key=key, limit=limit)
+        finally:
+            if scratch:
+                # A hung volume must not hold the run: the removal gets a filesystem limit.
+                call_with_timeout(lambda: shutil.rmtree(scratch, ignore_errors=True),
+                                  self.fs_timeout)  # fmt: skip
+
+    def _run_now(
+        self,
+        argv: Sequence[str],
+        timeout: float | None,
+        *,
+        key: str | None = None,
+        limit: float | None = None,
+    ) -> Answer:
+        key = command_key(argv) if key is None else key
+        limit = self.limit(Op.RUN, timeout) if limit is None else limit
         if limit is None or limit <= 0:
             return self._spent(Op.RUN, key)
         # The PATH walk stats every entry: a hung NFS folder on PATH must not hang us.

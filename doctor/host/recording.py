@@ -19,8 +19,14 @@ class ObservingHost(Host):
     def describe(self) -> str:
         return self.inner.describe()
 
-    def bound(self, *, commands_until: float | None, until: float | None) -> None:
-        self.inner.bound(commands_until=commands_until, until=until)
+    def bound(
+        self,
+        *,
+        commands_until: float | None,
+        until: float | None,
+        measures_until: float | None = None,
+    ) -> None:
+        self.inner.bound(commands_until=commands_until, until=until, measures_until=measures_until)
 
     def limit(self, op: Op, timeout: float | None = None) -> float | None:
         return self.inner.limit(op, timeout)
@@ -52,6 +58,13 @@ class ObservingHost(Host):
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
         call = lambda: self.inner.run(argv, timeout=timeout)  # noqa: E731
+        return self._ask(Op.RUN, command_key(argv), call, tuple(argv), timeout)
+
+    def measure(
+        self, argv: Sequence[str], *, timeout: float, scratch_in: str | None = None
+    ) -> Answer:
+        # Recorded as the command it is, under its placeholders: a replay asks the same.
+        call = lambda: self.inner.measure(argv, timeout=timeout, scratch_in=scratch_in)  # noqa: E731
         return self._ask(Op.RUN, command_key(argv), call, tuple(argv), timeout)
 
     def statvfs(self, path: str) -> Answer:
