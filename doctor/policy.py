@@ -157,6 +157,27 @@ class NetworkPolicy:
     ib_ports: tuple[str, ...] = ()  # "mlx5_0:1", ...: ports that must be ACTIVE
 
 
+@dataclass(frozen=True)
+class PerfReference:
+    """A figure a site expects of its hosts (genconf pins a healthy host's own)."""
+
+    what: str  # the figure's name, as a report's `figures` write it: "hbm_copy", "seq_read"
+    value: float  # in the figure's unit
+    subject: str = ""  # one part only ("GPU 3", "/data"); "": every part measured so
+
+
+@dataclass(frozen=True)
+class PerfPolicy:
+    """How the active tier judges what it measures (docs/active.md)."""
+
+    references: tuple[PerfReference, ...] = ()  # a site's own, before the per-SKU table
+    floor: float = 0.85  # a figure below this fraction of a site's own reference fails
+    straggler: float = 0.90  # a part below this fraction of its siblings' median warns
+    # Measure GPUs that other processes use (`--force` sets it): a site whose nodes are
+    # drained before the check may say so once.
+    force: bool = False
+
+
 # Longer than any probe should take; past ~24 days the OS's poll() cannot even wait.
 MAX_TIMEOUT_S = 3600.0
 TIMEOUT_RANGE = f"must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds"
@@ -205,11 +226,20 @@ class Policy:
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
     storage: StoragePolicy = field(default_factory=StoragePolicy)
     firmware: FirmwarePolicy = field(default_factory=FirmwarePolicy)
+    perf: PerfPolicy = field(default_factory=PerfPolicy)
     timeouts: Timeouts = field(default_factory=Timeouts)
 
 
 def _non_negative(value: float) -> str:
     return "" if value >= 0 else "must not be negative"
+
+
+def _positive(value: float) -> str:
+    return "" if value > 0 else "must be more than 0"
+
+
+def _fraction(value: float) -> str:
+    return "" if 0 < value <= 1 else "must be a fraction more than 0 and at most 1"
 
 
 def _percent(value: float) -> str:
@@ -276,6 +306,10 @@ RULES: dict[str, Callable[[Any], str]] = {
     "network.min_rate_gbps": _non_negative,
     "storage.warn_free_percent": _percent,
     "storage.fail_free_percent": _percent,
+    "perf.references.what": _named,
+    "perf.references.value": _positive,
+    "perf.floor": _fraction,
+    "perf.straggler": _fraction,
 }
 
 
