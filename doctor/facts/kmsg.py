@@ -259,7 +259,9 @@ def events_from_log(ctx: FactContext, parse, make):
 
 
 def _now_epoch(ctx: FactContext) -> tuple[float | None, list[str]]:
-    answer = ctx.host.run(list(DATE_ARGV)).require()
+    answer = ctx.host.run(list(DATE_ARGV)).require(uncaptured_ok=True)
+    if answer.status == AnswerStatus.NOT_CAPTURED:  # the ages are unknown, the events are not
+        ctx.replaced(answer)
     why = _why_unusable(answer)
     if not why:
         text = answer.text.strip()
