@@ -451,3 +451,74 @@ def test_progress_on_a_terminal_and_nothing_on_a_pipe_or_in_the_json(cli, tmp_pa
     assert json.loads(out)["findings"]  # stdout is the report alone
     piped = cli(*args)
     assert "measuring" not in piped.stderr and json.loads(piped.stdout)["findings"]
+
+
+# --- slurm-healthcheck --active, fleet run --active --------------------------------------
+
+
+def test_slurm_healthcheck_measures_within_slurms_limits(cli):
+    args = ("slurm-healthcheck", "--active", "--only", "perf.standin.first")
+    prolog = cli(*args, SLURM_JOB_ID="4242", SLURM_SCRIPT_CONTEXT="")
+    assert prolog.returncode == 0, prolog.stderr
+    assert prolog.stdout.startswith("dldoctor: healthy in ") and "cut" not in prolog.stderr
+    assert len(_scratches(cli.log)) == 1  # measured
+    health = cli(*args, SLURM_JOB_ID="", SLURM_SCRIPT_CONTEXT="")
+    assert health.returncode == 0, health.stderr
+    assert "timeouts.active_s (120 s) is cut to 20 s: in a health check the deadline and " \
+        "the measuring budget together are at most 40 s" in health.stderr  # fmt: skip
+    full = cli(*args, "--deadline", "40", SLURM_JOB_ID="", SLURM_SCRIPT_CONTEXT="")
+    assert full.returncode == 2 and len(full.stderr.splitlines()) == 1
+    assert "leaves no time to measure in a health check (40 s in all)" in full.stderr
+
+
+def test_in_a_prolog_the_budget_is_cut_to_fit_the_batch_start_timeout():
+    from dldoctor.slurm import MAX_PROLOG_S, _measuring_within, in_prolog
+
+    assert in_prolog({"SLURM_JOB_ID": "7"}) and in_prolog({"SLURM_SCRIPT_CONTEXT": "prolog_slurmd"})
+    assert not in_prolog({"SLURMD_NODENAME": "gpu01"})  # the HealthCheckProgram's whole env
+    policy = Policy(timeouts=Timeouts(deadline_s=40, active_s=600))
+    cut = _measuring_within(policy, prolog=True).timeouts
+    assert cut.deadline_s + cut.active_s == MAX_PROLOG_S == 165
+    assert _measuring_within(Policy(), prolog=True) == Policy()  # 20 + 120 fit
+
+
+def test_fleet_run_active_asks_every_node_to_measure():
+    from dldoctor.fleet.run import remote_command
+
+    assert remote_command(policy=True, snapshot=False, active=True, force=True) == (
+        "dldoctor --check --json --policy /dev/stdin --active --force"
+    )
+    snap = remote_command(policy=False, snapshot=True, active=True)
+    assert 'dldoctor snapshot --output "$d/node.tar.gz" --active >/dev/null' in snap
+
+
+# --- redaction, the app ----------------------------------------------------------------
+
+
+def test_a_persons_name_in_the_gpu_users_probe_is_redacted(tmp_path):
+    from dldoctor.snapshots.redact import Redactor, redact_bundle
+
+    probes = tmp_path / "b" / "probes"
+    probes.mkdir(parents=True)
+    users = [{"pid": 4242, "user": "alice", "uid": 1001, "name": "python",
+              "command": "python train.py --user alice", "devices": ["/dev/nvidia0"]}]  # fmt: skip
+    (probes / "gpu_users.json").write_text(json.dumps({"status": "ok", "value": {"users": users}}))
+    redact_bundle(str(tmp_path / "b"), Redactor())
+    text = (probes / "gpu_users.json").read_text()
+    assert "alice" not in text and "user-0001" in text
+
+
+def test_the_command_line_ends_a_hung_measurement_within_its_budget(cli, tmp_path):
+    fake_command(tmp_path / "bin", "standin-measure", HANGS)
+    policy = tmp_path / "short.toml"
+    policy.write_text("[timeouts]\nactive_s = 1.5\n")
+    started = time.monotonic()
+    proc = cli("--check", "--json", "--active", "--only", "perf.standin.first,perf.standin.second",
+               "--policy", str(policy), "--timeout", "0.5", "--deadline", "4",
+               DLDOCTOR_STANDIN_COST_S="30")  # fmt: skip
+    took = time.monotonic() - started
+    assert proc.returncode == 3, proc.stderr  # could not finish: no verdict on the host
+    assert took < 4 + 1.5, took  # the deadline and the measuring budget, whatever hangs
+    summaries = sorted(f["summary"] for f in report_of(proc)["findings"])
+    assert any("did not answer within" in s for s in summaries), summaries
+    assert any(s.endswith("the run's measuring time was used up") for s in summaries)
