@@ -45,7 +45,7 @@ MAX_REASON_CHARS = 256
 # slurmd starts the program with SLURMD_NODENAME as its whole environment: no PATH, so
 # neither scontrol nor the tools the checks run would be found.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# With --active in a prolog (docs/slurm.md, "As a prolog"): a job's start waits for the
+# With --active in a prolog (docs/active.md, "As a Slurm prolog"): a job's start waits for the
 # prolog, and slurmctld gives a batch job BatchStartTimeout to start (10 s by default; a
 # site measuring in its prolog raises it: AWS ParallelCluster ships 180 s). The checks'
 # deadline and the measuring budget together stay under this, so that with the scontrol

@@ -39,6 +39,7 @@ from tests.support.cli import report_of, run_dldoctor, verdicts
 from tests.support.commands import fake_command
 from tests.support.paths import FIXTURES
 from tests.support.plugins import install_fake_distribution
+from tests.support.processes import gone
 
 STANDIN = os.path.join(os.path.dirname(__file__), "support", "standin_perf.py")
 # The stand-in's tool: it notes the scratch folder it got, checks it exists, leaves a file
@@ -108,20 +109,7 @@ def test_the_scratch_folder_is_gone_after_a_failure_and_after_a_kill(tmp_path, s
         return
     assert answer.status == AnswerStatus.TIMEOUT and time.monotonic() - started < 5
     pid = int((scratch / "pid-first").read_text())
-    assert _gone(pid), "the measuring command outlived its kill"
-
-
-def _gone(pid: int) -> bool:
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except OSError:
-            return True
-        time.sleep(0.05)
-    return False
+    assert gone(pid, 3), "the measuring command outlived its kill"
 
 
 def test_a_scratch_placeholder_without_a_folder_is_an_error_answer_not_a_crash(tmp_path):

@@ -70,11 +70,9 @@ class GpuUsers:
     def of(self, gpu: g.Gpu) -> list[GpuUser]:
         """The processes using `gpu`: those holding its /dev/nvidia<minor>, and those
         holding a MIG instance's file (a /dev/nvidia-caps/ file names no GPU by itself:
-        they count against every GPU). With no minor known for `gpu`, a process holding
-        /dev/nvidia<index> is taken for it."""
-        mine = {minor for minor, bus in self.minors if bus == gpu.pci_bus_id}
-        if not mine and not self.minors:
-            mine = {gpu.index}
+        they count against every GPU). With no minor known for `gpu` (the driver's table
+        unread, or without it), a process holding /dev/nvidia<index> is taken for it."""
+        mine = {minor for minor, bus in self.minors if bus == gpu.pci_bus_id} or {gpu.index}
         found = []
         for user in self.users:
             minors = {int(m.group(1)) for d in user.devices if (m := _MINOR.match(d))}
@@ -122,11 +120,11 @@ def _minors(ctx: FactContext, notes: list[str]) -> tuple[tuple[int, str], ...]:
     """(device minor, bus id) of each GPU the driver lists."""
     found = []
     for folder in read_listing(ctx.host, DRIVER_GPUS, notes) or ():
+        bus = normalise_pci_bus_id(folder)
         text = read_text(ctx.host, f"{DRIVER_GPUS}/{folder}/information", notes) or ""
-        for line in text.splitlines():
+        for line in text.splitlines() if bus else ():
             key, _, value = line.partition(":")
-            bus = normalise_pci_bus_id(folder)
-            if key.strip() == "Device Minor" and value.strip().isdigit() and bus:
+            if key.strip() == "Device Minor" and value.strip().isdigit():
                 found.append((int(value.strip()), bus))
     return tuple(sorted(found))
 

@@ -59,7 +59,8 @@ def ended(finding: Finding) -> str:
     took = f"in {finding.duration_s:.1f} s"
     if not finding.figures:
         return f"… {finding.id}: {finding.status.value}: {finding.summary} ({took})"
-    parts = [f"{f.subject} " * (len(finding.figures) > 1) + amount(f.value, f.unit)
-             for f in finding.figures]  # fmt: skip
+    # One figure is said alone ("1.90 GB/s"); several name their parts ("GPU 0 2610 GB/s").
+    named = len(finding.figures) > 1
+    parts = [(f"{f.subject} " if named else "") + amount(f.value, f.unit) for f in finding.figures]
     shown = ", ".join(parts[:4]) + (f" and {len(parts) - 4} more" if len(parts) > 4 else "")
     return f"… {shown} {took} ({finding.id}: {finding.status.value})"

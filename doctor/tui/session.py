@@ -151,7 +151,8 @@ class Session:
         measures = any(s.active for s in chosen)
         # The measuring budget is added to the deadline, as --active adds it.
         run.deadline = time.monotonic() + t.deadline_s + (t.active_s if measures else 0.0)
-        self.measured = self.measured or measures
+        # A check re-run keeps the recorder's other answers; a whole run starts a new one.
+        self.measured = measures or (bool(specs) and self.measured)
         with self._lock:
             self.run = run
             self.generation += 1
