@@ -500,13 +500,14 @@ def test_the_command_line_ends_a_hung_measurement_within_its_budget(cli, tmp_pat
     fake_command(tmp_path / "bin", "standin-measure", HANGS)
     policy = tmp_path / "short.toml"
     policy.write_text("[timeouts]\nactive_s = 1.5\n")
-    started = time.monotonic()
     proc = cli("--check", "--json", "--active", "--only", "perf.standin.first,perf.standin.second",
                "--policy", str(policy), "--timeout", "0.5", "--deadline", "4",
                DLDOCTOR_STANDIN_COST_S="30")  # fmt: skip
-    took = time.monotonic() - started
     assert proc.returncode == 3, proc.stderr  # could not finish: no verdict on the host
-    assert took < 4 + 1.5, took  # the deadline and the measuring budget, whatever hangs
+    # The run's own clock (the interpreter's start-up under load is not the budget's): the
+    # measuring window is 1.5 s and the 0.5 s probe window, the deadline 4 s more.
+    assert report_of(proc)["duration_s"] < 4 + 1.5
+    assert len(_scratches(cli.log)) == 1  # the second measurement never started
     summaries = sorted(f["summary"] for f in report_of(proc)["findings"])
     assert any("did not answer within" in s for s in summaries), summaries
     assert any(s.endswith("the run's measuring time was used up") for s in summaries)
