@@ -91,7 +91,8 @@ def _host_side(path: str, host, policy: Policy) -> Side:
 
     # Built-in checks only, under the built-in policy unless --policy names the site's:
     # a diff compares hosts, not settings.
-    report = diagnose(host, policy, ordered(builtin_checks()))
+    # A bundle taken with --active replays its measurements: their figures are compared.
+    report = diagnose(host, policy, ordered(builtin_checks(active=host.holds_measurements)))
     inventory = Inventory.from_dict(report.inventory)
     return Side(
         path,
@@ -284,7 +285,7 @@ def render_text(doc: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dldoctor.cli.shared import Parser, add_request_arguments
+    from dldoctor.cli.shared import Parser, add_active_arguments, add_request_arguments
 
     p = Parser(
         prog="dldoctor diff",
@@ -307,6 +308,14 @@ def build_parser() -> argparse.ArgumentParser:
             "--deadline": "each bundle's diagnosis ends by then (default 20)",
         },
         refused={"--from": "the inputs of a diff are A and B"},
+    )
+    add_active_arguments(
+        p,
+        refused={
+            "--active": "a diff compares what A and B recorded: a bundle taken with --active "
+            "replays its measurements",
+            "--force": "a diff measures nothing",
+        },
     )
     return p
 

@@ -34,7 +34,12 @@ WHY_UNKNOWN = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dldoctor.cli.shared import Parser, add_request_arguments, add_selection_arguments
+    from dldoctor.cli.shared import (
+        Parser,
+        add_active_arguments,
+        add_request_arguments,
+        add_selection_arguments,
+    )
 
     p = Parser(
         prog="dldoctor genconf",
@@ -49,6 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
         p, helps={"--policy": "the policy that judges whether the host is healthy"}
     )
     p.add_argument("--root", metavar="DIR", help="read files under DIR instead of /")
+    # genconf's --force is its own (write anyway): the active tier's is left out.
+    add_active_arguments(
+        p,
+        helps={"--active": "also run the measuring checks: a host that fails one is not "
+               "healthy (docs/active.md)"},
+        only=("--active",),
+    )  # fmt: skip
     add_selection_arguments(p)
     p.add_argument(
         "--force",

@@ -616,3 +616,44 @@ def test_the_history_of_a_bundle_lists_nothing_of_this_machine_and_undoes_nothin
         assert pilot.app.screen is history  # nothing to confirm
 
     drive(session, steps)
+
+
+def test_m_measures_after_a_confirmation_that_says_what_and_how_long(tmp_path):
+    from dldoctor.host.live import LiveHost
+    from dldoctor.registry import checks_in
+    from tests.support import standin_perf
+
+    bindir, log = tmp_path / "bin", tmp_path / "measured.log"
+    bindir.mkdir()
+    fake_command(bindir, "standin-measure", 'echo "$2" >> "$STANDIN_LOG"; echo 1.9')
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "STANDIN_LOG": str(log)}
+    measuring = [s for s in checks_in(standin_perf) if s.id == "perf.standin.first"]
+    passive = [s for s in ordered(builtin_checks()) if s.id == "system.kernel.version"]
+    assert passive
+    session = Session(lambda: LiveHost(env=env), Policy(), passive, read_only=False,
+                      measuring=measuring)  # fmt: skip
+
+    async def steps(pilot):
+        await pilot.press("m")
+        await until(pilot, on_screen(pilot, "ConfirmScreen"))
+        asked = _text(pilot.app.screen.query_one("#confirm-detail"))
+        assert "for at most 120 s in all" in asked and "No clock, power or GPU setting" in asked
+        assert str(pilot.app.screen.query_one("#yes").label) == "Yes, measure (y)"
+        await pilot.press("n")  # nothing is measured
+        await until(pilot, on_screen(pilot, "ResultsScreen"))
+        assert not log.exists()
+        await pilot.press("m")
+        await until(pilot, on_screen(pilot, "ConfirmScreen"))
+        await pilot.press("y")
+        await until(pilot, lambda: "perf.standin.first" in {f.id for f in session.findings()})
+        await finished(pilot, session)
+        found = {f.id: f for f in session.findings()}
+        assert found["perf.standin.first"].status.value == "pass"
+        assert "system.kernel.version" in found  # the other findings stay
+        assert log.read_text().count("\n") == 1
+        await pilot.press("question_mark")
+        await until(pilot, on_screen(pilot, "HelpScreen"))
+        helped = _text(pilot.app.screen.query_one("Static"))
+        assert "Measure (--active)" in helped
+
+    drive(session, steps)

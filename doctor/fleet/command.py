@@ -33,7 +33,7 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dldoctor.cli.shared import Parser, add_request_arguments
+    from dldoctor.cli.shared import Parser, add_active_arguments, add_request_arguments
 
     p = Parser(
         prog="dldoctor fleet",
@@ -77,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
             "--from": "a sweep runs on the nodes; fold recorded reports or bundles with "
             "`dldoctor fleet report`",
             "--deadline": "each node's run ends by --timeout",
+        },
+    )
+    add_active_arguments(
+        run,
+        helps={
+            "--active": "each node also runs the measuring checks (docs/active.md); the "
+            "default --timeout grows by the policy's timeouts.active_s",
+            "--force": "with --active: each node measures GPUs that other processes use too",
         },
     )
     run.add_argument(
@@ -123,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
             "--deadline": "folding reports runs nothing on a node",
         },
     )
+    add_active_arguments(
+        report,
+        refused={
+            "--active": "a fleet report folds what the nodes measured (their reports' figures)",
+            "--force": "folding reports runs nothing on a node",
+        },
+    )
     _output_flags(report)
     return p
 
@@ -139,8 +154,10 @@ def main(argv: Sequence[str]) -> int:
         from dldoctor.request import request_from
 
         # The sweep's --timeout is each node's, not the checks': the request has none.
-        node_timeout = DEFAULT_NODE_TIMEOUT_S if args.timeout is None else args.timeout
         request = request_from(argparse.Namespace(**{**vars(args), "timeout": None}))
+        # A node that measures runs for its measuring budget more.
+        measuring = request.policy.timeouts.active_s if request.active else 0.0
+        node_timeout = DEFAULT_NODE_TIMEOUT_S + measuring if args.timeout is None else args.timeout
         return _report([sweep(args, request, node_timeout)], args)
     return _report(args.inputs, args)
 

@@ -146,6 +146,7 @@ class ResultsScreen(Screen):
         Binding("s", "cycle_status", "Status filter"),
         Binding("c", "copy", "Copy commands", show=False),
         Binding("u", "history", "Fix history"),
+        Binding("m", "measure", "Measure (--active)", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("q", "app.quit", "Quit"),
@@ -326,10 +327,43 @@ class ResultsScreen(Screen):
         if finding is None or not self.session.done:
             self.notify("select a finished check first", severity="warning")
             return
-        spec = next((s for s in self.session.specs if s.id == finding.id), None)
+        every = [*self.session.specs, *self.session.measuring]
+        spec = next((s for s in every if s.id == finding.id), None)
         if spec is not None:
             self.session.start([spec])
             self.notify(f"re-running {finding.id}")
+
+    def action_measure(self) -> None:
+        """The active tier, after a confirmation that says what it loads and for how long
+        at most; a bundle's measurements are replayed (nothing is loaded: no question)."""
+        session = self.session
+        if not session.measuring:
+            self.notify("no measuring check to run (all ran already, or none is installed)",
+                        severity="warning")  # fmt: skip
+            return
+        if not session.done:
+            self.notify("the checks are still running", severity="warning")
+            return
+        if session.read_only:
+            self._measure(True)
+            return
+        from dldoctor.tui.confirm import ConfirmScreen
+
+        budget = session.policy.timeouts.active_s
+        force = "" if session.policy.perf.force else " GPUs that other processes use are skipped."
+        detail = (
+            f"{len(session.measuring)} measuring check(s), one measurement at a time, for at "
+            f"most {budget:g} s in all, load: " + "; ".join(session.measuring_loads()) + "."
+            f"{force} No clock, power or GPU setting is changed."
+        )
+        self.app.push_screen(
+            ConfirmScreen("Measure this host now?", detail, yes="Yes, measure"), self._measure
+        )
+
+    def _measure(self, yes: bool | None) -> None:
+        if yes:
+            self.session.start(self.session.measuring)
+            self.notify(f"measuring: {len(self.session.measuring)} check(s)")
 
     def action_copy(self) -> None:
         finding = self.current()
