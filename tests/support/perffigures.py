@@ -49,9 +49,14 @@ def perf_findings(
     found = []
     for check_id, title, what, label, unit, healthy, ref in PERF:
         measured = [
-            Measured(f"GPU {i}", what, label,
-                     round(healthy * (1 - 0.004 * (i % 3)) * slow.get((what, i), 1.0), 1),
-                     unit, ref)  # fmt: skip
+            Measured(
+                f"GPU {i}",
+                what,
+                label,
+                round(healthy * (1 - 0.004 * (i % 3)) * slow.get((what, i), 1.0), 1),
+                unit,
+                ref,
+            )  # fmt: skip
             for i in range(gpus)
         ]
         found.append(finding_for(_spec(check_id, title), judge(measured, policy), (), 1.5))
