@@ -150,7 +150,9 @@ def test_figures_are_read_and_written_again_as_they_were_and_old_reports_hold_no
     again = Report.from_dict(doc)
     assert [f.figures for f in again.findings] == [f.figures for f in report.findings]
     assert json.loads(json.dumps(again.to_dict())) == doc
-    assert [f.figures[5].value for f in again.findings if f.id == "perf.gpu.gemm"] == [557.1]  # 0.8 of 696.4
+    assert [f.figures[5].value for f in again.findings if f.id == "perf.gpu.gemm"] == [
+        557.1
+    ]  # 0.8 of 696.4
     for host in SCHEMA1:  # written before figures existed: read, with none
         old = Report.from_dict(schema1(host))
         assert old.findings and all(f.figures == () for f in old.findings)
