@@ -41,10 +41,16 @@ def _spec(check_id: str, title: str) -> CheckSpec:
 
 
 def perf_findings(
-    gpus: int = 8, *, slow: Slow | None = None, disk_gbs: float = 6.2, policy: Policy | None = None
+    gpus: int = 8,
+    *,
+    slow: Slow | None = None,
+    disk_gbs: float = 6.2,
+    jitter: float = 1.0,
+    policy: Policy | None = None,
 ) -> list[Finding]:
     """The GPU memory and GEMM findings of `gpus` GPUs and a data volume's read, judged;
-    `slow` makes some GPUs deliver a fraction of their healthy figure."""
+    `slow` makes some GPUs deliver a fraction of their healthy figure, `jitter` scales the
+    node's GPUs (one node is a little off the next)."""
     policy, slow = policy or Policy(), slow or {}
     found = []
     for check_id, title, what, label, unit, healthy, ref in PERF:
@@ -53,7 +59,7 @@ def perf_findings(
                 f"GPU {i}",
                 what,
                 label,
-                round(healthy * (1 - 0.004 * (i % 3)) * slow.get((what, i), 1.0), 1),
+                round(healthy * jitter * (1 - 0.004 * (i % 3)) * slow.get((what, i), 1.0), 1),
                 unit,
                 ref,
             )  # fmt: skip
