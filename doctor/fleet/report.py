@@ -91,7 +91,7 @@ class _Fact:
 
 class _Figure:
     """One figure measured alike across the fleet: a number and two indexes a part (the
-    node's in Tally.names, the subject's in Tally.subjects), 10,000 nodes of 92 figures in
+    node's in Tally.names, the subject's in Tally.subjects), 10,000 nodes of 90 figures in
     a few MiB."""
 
     __slots__ = ("values", "nodes", "subjects")
