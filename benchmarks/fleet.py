@@ -41,8 +41,8 @@ wall times say only the load, the CPU times are this process's own, `--runs 5`, 
 
 In process, 1,000 reports (time.process_time, same load): decoding 0.34 s without figures,
 0.41 s with; tallying 0.55 s, 0.65 s; the medians and stragglers of 90,000 parts 0.085 s:
-the figures cost about 0.25 s of CPU a thousand nodes, which keeps the goal of 2 s on an
-idle machine (0.62 s before them, above) with room to spare.
+the figures cost about 0.25 s of CPU a thousand nodes: added to the 0.60 s of CPU above
+(a quieter VM), the goal of 2 s keeps its room; not measured on a quiet machine again.
 """
 
 from __future__ import annotations
