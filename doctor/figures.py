@@ -4,11 +4,14 @@ and the few numbers diff, fleet report and genconf share."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Iterator
 
 from dldoctor.active.judge import amount, percent
 from dldoctor.model import Figure, Finding
+
+# Units of which less is better (a latency): the judge holds every figure to a floor, so
+# a fleet's straggler in these is the part above the median, and genconf pins none.
+LOWER_IS_BETTER = frozenset({"ns", "us", "ms", "s"})
 
 
 def measured(findings: Iterable[Finding]) -> Iterator[tuple[Finding, Figure]]:
@@ -42,7 +45,3 @@ def change(a: float, b: float) -> float | None:
 
 def signed_percent(fraction: float) -> str:
     return f"{'+' if fraction >= 0 else '-'}{abs(fraction) * 100:.0f} %"
-
-
-def median(values: Iterable[float]) -> float:
-    return statistics.median(values)

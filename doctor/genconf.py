@@ -121,7 +121,9 @@ def _perf(report: Report) -> list[str]:
     floor, `perf.floor`, then fails a slow part. A volume is pinned by its mount point,
     the same path on every node, as volumes of one host are not alike (an NVMe RAID and
     an NFS home)."""
-    from dldoctor.figures import median
+    from statistics import median
+
+    from dldoctor.figures import LOWER_IS_BETTER
 
     parts: dict[tuple[str, str], list] = {}
     checks: dict[str, str] = {}
@@ -142,6 +144,11 @@ def _perf(report: Report) -> list[str]:
         unit = figures[0].unit
         if not value > 0 or any(g.unit != unit for g in figures):
             lines.append(_comment(f"{what} not pinned: its figures are not one positive unit"))
+            continue
+        if unit in LOWER_IS_BETTER:
+            lines.append(
+                _comment(f"{what} not pinned: a time ({unit}), and a reference is a floor")
+            )
             continue
         low, high = min(g.value for g in figures), max(g.value for g in figures)
         of = f"{subject}" if subject else f"median of {len(figures)} part(s), {low:g}-{high:g}"

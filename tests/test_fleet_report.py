@@ -492,3 +492,19 @@ def test_since_names_a_figure_that_moved(tmp_path, base):
     ]
     text = run_dldoctor("fleet", "report", "--since", str(old), str(new)).stdout
     assert "  node004: perf.disk.read /data seq_read 6.20 GB/s -> 3.10 GB/s (-50 %)" in text
+
+
+def test_a_latency_straggles_above_the_median_and_genconf_pins_none(tmp_path, base):
+    from dldoctor.genconf import render
+    from dldoctor.model import Report
+    from tests.support.perffigures import latency_finding
+
+    odd = {n: [fleetgen.latency(2.0 + 0.01 * (i % 3))] for i, n in enumerate(MEASURED)}
+    odd["node004"] = [fleetgen.latency(3.5)]
+    fleetgen.write_fleet(tmp_path / "f", base, MEASURED, odd)
+    proc, doc = fleet_json(tmp_path / "f")
+    assert [(s["node"], s["what"], s["fraction"]) for s in doc["perf"]["stragglers"]] == [
+        ("node004", "p2p_latency", 1.7413)  # 3.5 us against a median of 2.01
+    ]
+    pinned = render(Report([latency_finding(2.0)]))
+    assert "[[perf.references]]" not in pinned and "p2p_latency not pinned: a time (us)" in pinned

@@ -22,6 +22,7 @@ from typing import Any
 
 from dldoctor import keyfacts
 from dldoctor.exitcodes import ExitCode
+from dldoctor.figures import LOWER_IS_BETTER
 from dldoctor.fleet.nodes import KINDS, NODE_NAME, Entry, NodeReport, Problem, load
 from dldoctor.model import Status
 from dldoctor.policy import PerfPolicy
@@ -328,7 +329,10 @@ def _perf(tally: Tally, straggler: float) -> dict[str, Any]:
     rows, slow = [], []
     for (check, what, unit, kind), fig in tally.figures.items():
         median = statistics.median(fig.values)
-        below = [i for i, v in enumerate(fig.values) if v < straggler * median]
+        if unit in LOWER_IS_BETTER:  # a latency: slow is above the median
+            below = [i for i, v in enumerate(fig.values) if v * straggler > median]
+        else:
+            below = [i for i, v in enumerate(fig.values) if v < straggler * median]
         if len(fig.values) < 2:  # one part is no fleet to be slow against
             below = []
         parts = [
@@ -336,7 +340,7 @@ def _perf(tally: Tally, straggler: float) -> dict[str, Any]:
              "value": fig.values[i], "fraction": round(fig.values[i] / median, 4)}
             for i in below
         ]  # fmt: skip
-        parts.sort(key=lambda p: p["fraction"])
+        parts.sort(key=lambda p: _distance(p["fraction"], unit))
         nodes = list(dict.fromkeys(tally.names[n] for n in fig.nodes))
         rows.append({
             "check": check, "what": what, "unit": unit, "kind": kind or None,
@@ -345,8 +349,14 @@ def _perf(tally: Tally, straggler: float) -> dict[str, Any]:
         })  # fmt: skip
         slow += [{"check": check, "what": what, "unit": unit, "kind": kind or None,
                   "median": median, **p} for p in parts]  # fmt: skip
-    slow.sort(key=lambda s: (s["fraction"], _natural(s["node"])))
+    slow.sort(key=lambda s: (_distance(s["fraction"], s["unit"]), _natural(s["node"])))
     return {"straggler": straggler, "figures": rows, "stragglers": slow}
+
+
+def _distance(fraction: float, unit: str) -> float:
+    """How far from the median, as a sort key (the worst first): a latency at twice the
+    median is as far as a bandwidth at half of it."""
+    return 1 / fraction if unit in LOWER_IS_BETTER and fraction else fraction
 
 
 def _union(groups: Iterable[Iterable[str]]) -> list[str]:

@@ -112,3 +112,12 @@ def write_fleet(
             data = dump(report)
         with open(os.path.join(folder, f"{name}.json"), "wb") as f:
             f.write(data)
+
+
+def latency(us: float) -> Change:
+    def change(report: dict) -> None:
+        from tests.support.perffigures import latency_finding
+
+        report["findings"].append(latency_finding(us).to_dict())
+
+    return change

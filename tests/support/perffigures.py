@@ -81,3 +81,10 @@ def measured_report(host: str = "hgx-h100x8-healthy", **kwargs) -> Report:
     report = host_report(host)
     report.findings.extend(perf_findings(**kwargs))
     return report
+
+
+def latency_finding(us: float) -> Finding:
+    """A P2P latency of one pair, judged (no reference known): a figure of which less is
+    better."""
+    m = Measured("GPU 0->GPU 1", "p2p_latency", "P2P latency", us, "us")
+    return finding_for(_spec("perf.gpu.p2p", "GPU peer-to-peer"), judge([m], Policy()), (), 1.0)
