@@ -8,6 +8,9 @@ import sys
 from collections.abc import Sequence
 
 from dldoctor.exitcodes import ExitCode
+from dldoctor.policy import PerfPolicy
+
+STRAGGLER = PerfPolicy().straggler
 
 DEFAULT_NODE_TIMEOUT_S = 120.0
 EPILOG = (
@@ -28,8 +31,28 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
         help="also list the nodes whose findings or key facts changed since that sweep",
     )
     p.add_argument(
-        "--strict", action="store_true", help="warnings and odd ones out also fail (exit 1)"
+        "--strict",
+        action="store_true",
+        help="warnings, odd ones out and stragglers also fail (exit 1)",
     )
+    p.add_argument(
+        "--straggler",
+        type=_fraction,
+        default=STRAGGLER,
+        metavar="FRACTION",
+        help="a measured part below this fraction of the fleet's median is a straggler "
+        f"(default {STRAGGLER}, the policy's perf.straggler)",
+    )
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1]")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,7 +193,7 @@ def _report(inputs: list[str], args) -> int:
 
     try:
         since = (args.since, list(entries([args.since]))) if args.since else None
-        doc = build(entries(inputs), since=since, strict=args.strict)
+        doc = build(entries(inputs), since=since, strict=args.strict, straggler=args.straggler)
     except InputError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
         return ExitCode.BAD_INPUT
