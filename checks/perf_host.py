@@ -15,7 +15,7 @@ from __future__ import annotations
 import posixpath
 
 from dldoctor.active import fio
-from dldoctor.active.fio import DiskMeasurement, read_fact, write_fact
+from dldoctor.active.fio import DiskMeasurement
 from dldoctor.active.judge import Measured, Reference, amount, judge
 from dldoctor.active.membw import memory_bandwidth
 from dldoctor.active.perftest import rdma_loopback
@@ -79,6 +79,57 @@ def _notes(results: list[DiskMeasurement]) -> list[str]:
     return [f"{r.path}: not measured: {r.refused}" for r in results if r.refused]
 
 
+def _judged(facts: Facts, policy: Policy, test: str, kind: str, paths, figures_of) -> Outcome:
+    """The volumes of `[storage] <kind>_paths` measured by fio's `test`, each volume's
+    figures made by `figures_of(facts, measurement)` (an Outcome when fio's JSON lacks
+    a job), and judged together."""
+    if not paths:
+        return skipped(f"the policy names no {kind} paths ([storage] {kind}_paths)")
+    floor = policy.storage.fail_free_percent
+    results = [facts.get(fio.disk_fact(test, p, floor)) for p in paths]
+    untold = _untold(results, kind)
+    if untold:
+        return untold
+    measured, details = [], []
+    for r in results:
+        if r.run is None:
+            continue
+        got = figures_of(facts, r)
+        if isinstance(got, Outcome):
+            return got
+        measured += got[0]
+        details.append(f"{r.path}{_where(r.space)}: fio {r.run.version}, a "
+                       f"{r.file_bytes >> 20} MiB file, O_DIRECT; {got[1]}")  # fmt: skip
+    return judge(measured, policy, details=details + _notes(results),
+                 no_reference="no reference for this volume (pin one: genconf)")  # fmt: skip
+
+
+def _read_figures(facts: Facts, r: DiskMeasurement):
+    seq, rand = r.run.job("seq_read"), r.run.job("rand_read_4k")
+    if seq is None or rand is None:
+        return errored(f"fio's JSON for {r.path} lacks the seq_read or rand_read_4k job")
+    raid = _nvme_raid0(facts, r.space)
+    ref = Reference(NVME_RAID0_IOPS, NVME_RAID0_SOURCE, NVME_RAID0_FLOOR) if raid else None
+    measured = [
+        Measured(r.path, "seq_read", "sequential read", seq.read_bytes_per_s / GB, "GB/s"),
+        Measured(r.path, "rand_read_4k", "4K random read", rand.read_iops, "IOPS", ref),
+    ]
+    said = (
+        f"1 MiB reads {fio.SEQ_DEPTH} deep; 4K random reads {fio.RAND_JOBS} x "
+        f"{fio.RAND_DEPTH} deep = {amount(rand.read_bytes_per_s / GB, 'GB/s')}"
+    )
+    return measured, said + ("; an md RAID0 of NVMe drives" if raid else "")
+
+
+def _write_figures(facts: Facts, r: DiskMeasurement):
+    job = r.run.job("seq_write")
+    if job is None:
+        return errored(f"fio's JSON for {r.path} lacks the seq_write job")
+    value = job.write_bytes_per_s / GB
+    measured = [Measured(r.path, "seq_write", "sequential write", value, "GB/s")]
+    return measured, f"1 MiB writes {fio.SEQ_DEPTH} deep, fsync at the end"
+
+
 @check(
     "perf.disk.read",
     "Data volume read throughput",
@@ -88,36 +139,7 @@ def _notes(results: list[DiskMeasurement]) -> list[str]:
     "their temperature, and other I/O on it while measured.",
 )
 def disk_read(facts: Facts, policy: Policy) -> Outcome:
-    paths = policy.storage.data_paths
-    if not paths:
-        return skipped("the policy names no data paths ([storage] data_paths)")
-    floor = policy.storage.fail_free_percent
-    results = [facts.get(read_fact(p, floor)) for p in paths]
-    untold = _untold(results, "data")
-    if untold:
-        return untold
-    measured, details = [], []
-    for r in results:
-        if r.run is None:
-            continue
-        seq, rand = r.run.job("seq_read"), r.run.job("rand_read_4k")
-        if seq is None or rand is None:
-            return errored(f"fio's JSON for {r.path} lacks the seq_read or rand_read_4k job")
-        raid = _nvme_raid0(facts, r.space)
-        ref = Reference(NVME_RAID0_IOPS, NVME_RAID0_SOURCE, NVME_RAID0_FLOOR) if raid else None
-        measured += [
-            Measured(r.path, "seq_read", "sequential read", seq.read_bytes_per_s / GB, "GB/s"),
-            Measured(r.path, "rand_read_4k", "4K random read", rand.read_iops, "IOPS", ref),
-        ]
-        details.append(
-            f"{r.path}{_where(r.space)}: fio {r.run.version}, a {r.file_bytes >> 20} MiB file, "
-            f"O_DIRECT; 1 MiB reads {fio.SEQ_DEPTH} deep; 4K random reads "
-            f"{fio.RAND_JOBS} x {fio.RAND_DEPTH} deep = "
-            f"{amount(rand.read_bytes_per_s / GB, 'GB/s')}"
-            + ("; an md RAID0 of NVMe drives" if raid else "")
-        )
-    return judge(measured, policy, details=details + _notes(results),
-                 no_reference="no reference for this volume (pin one: genconf)")  # fmt: skip
+    return _judged(facts, policy, "read", "data", policy.storage.data_paths, _read_figures)
 
 
 @check(
@@ -130,29 +152,7 @@ def disk_read(facts: Facts, policy: Policy) -> Outcome:
 )
 def disk_write(facts: Facts, policy: Policy) -> Outcome:
     paths = policy.storage.checkpoint_paths
-    if not paths:
-        return skipped("the policy names no checkpoint paths ([storage] checkpoint_paths)")
-    floor = policy.storage.fail_free_percent
-    results = [facts.get(write_fact(p, floor)) for p in paths]
-    untold = _untold(results, "checkpoint")
-    if untold:
-        return untold
-    measured, details = [], []
-    for r in results:
-        if r.run is None:
-            continue
-        job = r.run.job("seq_write")
-        if job is None:
-            return errored(f"fio's JSON for {r.path} lacks the seq_write job")
-        measured.append(
-            Measured(r.path, "seq_write", "sequential write", job.write_bytes_per_s / GB, "GB/s")
-        )
-        details.append(
-            f"{r.path}{_where(r.space)}: fio {r.run.version}, a {r.file_bytes >> 20} MiB file, "
-            f"O_DIRECT 1 MiB writes {fio.SEQ_DEPTH} deep, fsync at the end"
-        )
-    return judge(measured, policy, details=details + _notes(results),
-                 no_reference="no reference for this volume (pin one: genconf)")  # fmt: skip
+    return _judged(facts, policy, "write", "checkpoint", paths, _write_figures)
 
 
 @check(

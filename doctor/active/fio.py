@@ -12,7 +12,6 @@ check skips. Facts do not see the policy, so each fact is made for its path and 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dldoctor.active import measure
@@ -189,29 +188,34 @@ def _answered(path: str, space: Space, answer: Answer, what: str) -> DiskMeasure
     return DiskMeasurement(path, space, run=run)
 
 
-def _measured(ctx: FactContext, path: str, floor: float, argv: Sequence[str], cost: float,
-              what: str) -> DiskMeasurement:  # fmt: skip
-    space = ctx.get(space_fact((path,)))[0]
-    refused = room_for(space, floor)
-    if refused:
-        return DiskMeasurement(path, space, refused=refused)
-    answer = measure(ctx, argv, cost_s=cost, what=f"{what} of {path}", scratch_in=path)
-    return _answered(path, space, answer, what)
+# What each test runs: its command line, its limit, how a check waiting on it names it.
+TESTS = {
+    "read": (read_argv, READ_COST_S, "fio reads"),
+    "write": (write_argv, WRITE_COST_S, "fio writes"),
+}
 
 
 @functools.cache
+def disk_fact(test: str, path: str, floor_percent: float) -> Fact[DiskMeasurement]:
+    """The fact of one test ("read", "write") of one volume under one free-space floor:
+    the same arguments give the same Fact, so the store measures it once."""
+    argv, cost, what = TESTS[test]
+
+    @fact(f"perf.disk.{test}:{path}")
+    def disk(ctx: FactContext) -> DiskMeasurement:
+        space = ctx.get(space_fact((path,)))[0]
+        refused = room_for(space, floor_percent)
+        if refused:
+            return DiskMeasurement(path, space, refused=refused)
+        answer = measure(ctx, argv(), cost_s=cost, what=f"{what} of {path}", scratch_in=path)
+        return _answered(path, space, answer, what)
+
+    return disk
+
+
 def read_fact(path: str, floor_percent: float) -> Fact[DiskMeasurement]:
-    @fact(f"perf.disk.read:{path}")
-    def disk_read(ctx: FactContext) -> DiskMeasurement:
-        return _measured(ctx, path, floor_percent, read_argv(), READ_COST_S, "fio reads")
-
-    return disk_read
+    return disk_fact("read", path, floor_percent)
 
 
-@functools.cache
 def write_fact(path: str, floor_percent: float) -> Fact[DiskMeasurement]:
-    @fact(f"perf.disk.write:{path}")
-    def disk_write(ctx: FactContext) -> DiskMeasurement:
-        return _measured(ctx, path, floor_percent, write_argv(), WRITE_COST_S, "fio writes")
-
-    return disk_write
+    return disk_fact("write", path, floor_percent)
