@@ -215,18 +215,22 @@ def load_script():
     return module
 
 
-def test_memory_bandwidth_of_each_node_for_real():
-    facts = Facts(RecordingHost(LiveHost()))
+def test_memory_bandwidth_of_each_node_for_real(tmp_path):
+    recording = RecordingHost(LiveHost())
+    facts = Facts(recording)
     finding = check(perf_host.memory_copy, facts, Policy())
     assert finding.status == Status.PASS, (finding.summary, finding.details)
     nodes = facts.get(numa_topology).cpu_nodes
-    assert [f.subject for f in finding.figures] == [f"NUMA node {n.node}" for n in nodes] or [
-        "host"
-    ]
+    expected = [f"NUMA node {n.node}" for n in nodes] or ["host"]
+    assert [f.subject for f in finding.figures] == expected
     assert all(
         f.unit == "GB/s" and f.value > 0 and f.what == "memory_copy" for f in finding.figures
     )
     assert "memory copy" in finding.summary and "GB/s" in finding.summary
+    # Recorded under {python} and {scripts}: the bundle replays the same figures anywhere.
+    recording.write_bundle(str(tmp_path / "bundle"))
+    replayed = check(perf_host.memory_copy, Facts(ReplayHost(str(tmp_path / "bundle"))), Policy())
+    assert replayed.figures == finding.figures
 
 
 def test_without_numactl_the_script_pins_itself_to_the_nodes_cpus():
@@ -288,9 +292,10 @@ def rdma_bundle(tmp_path: Path, stdout: str, stderr: str = "", returncode: int =
     shutil.copytree(HOSTS / "hgx-h100x8-healthy", bundle, symlinks=True)
     builder = BundleBuilder(bundle).command(["ib_write_bw", "--version"], "Version: 6.06\n",
                                             returncode=1)  # fmt: skip
-    for device in ("mlx5_0", "mlx5_1"):
+    for nth, device in enumerate(("mlx5_0", "mlx5_1")):
         port = RdmaPort(device, 1, state="ACTIVE", link_layer="InfiniBand")
-        builder.command(perftest.loopback_argv(port), stdout, stderr=stderr, returncode=returncode)
+        argv = perftest.loopback_argv(port, nth)
+        builder.command(argv, stdout, stderr=stderr, returncode=returncode)
     return bundle
 
 
@@ -336,7 +341,8 @@ def test_the_loopback_command_line_is_one_bounded_sh(tmp_path):
     roce = RdmaPort("mlx5_2", 1, state="ACTIVE", link_layer="Ethernet",
                     gids=(perftest_gid(1, "RoCE v1"), perftest_gid(3, "RoCE v2")))  # fmt: skip
     argv = perftest.loopback_argv(roce)
-    assert argv[:2] == ["sh", "-c"] and argv[-3:] == ["mlx5_2", "1", "3"]
+    assert argv[:2] == ["sh", "-c"] and argv[-4:] == ["mlx5_2", "1", "3", "18515"]
+    assert perftest.loopback_argv(roce, 2)[-1] == "18517"
     assert "-D 2" in argv[2] and "kill $server" in argv[2]
     assert perftest.gid_index(RdmaPort("mlx5_0", 1, link_layer="InfiniBand")) == ""
     # The sh line itself, run here (perftest installed, no device): the client's error.

@@ -16,20 +16,22 @@ from dldoctor.host.base import AnswerStatus
 
 DURATION_S = 2
 MESSAGE_BYTES = 65536  # perftest's default for BW tests; near the link rate on HDR/NDR
-TCP_PORT = 18515  # perftest's default; the measuring lane runs one test at a time
+# perftest's default, and one more for each port after the first: the lane runs one test
+# at a time, but the last server's socket may linger a moment after it is ended.
+TCP_PORT = 18515
 # The server's start (1 s), its exchange with the client over TCP, both ends' teardown.
 COST_S = DURATION_S + 6.0
 MISSING = "perftest is not installed (apt install perftest)"
 
 # The server runs in the background with its output dropped (both ends print the same
 # table); the client connects to it through 127.0.0.1; the server is ended however the
-# client ends. $1 device, $2 port, $3 GID index ("" on InfiniBand).
+# client ends. $1 device, $2 port, $3 GID index ("" on InfiniBand), $4 TCP port.
 LOOPBACK = (
-    'args="-d $1 -i $2 ${3:+-x $3} -D %(d)d -s %(s)d -F --report_gbits -p %(p)d"; '
+    'args="-d $1 -i $2 ${3:+-x $3} -D %(d)d -s %(s)d -F --report_gbits -p $4"; '
     "ib_write_bw $args >/dev/null 2>&1 & server=$!; sleep 1; "
     "ib_write_bw $args 127.0.0.1; status=$?; "
     "kill $server 2>/dev/null; wait $server 2>/dev/null; exit $status"
-) % {"d": DURATION_S, "s": MESSAGE_BYTES, "p": TCP_PORT}
+) % {"d": DURATION_S, "s": MESSAGE_BYTES}
 
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s*$")
 
@@ -73,8 +75,10 @@ def gid_index(port: RdmaPort) -> str:
     return str(best[0].index) if best else ""
 
 
-def loopback_argv(port: RdmaPort) -> list[str]:
-    return ["sh", "-c", LOOPBACK, "dldoctor-loopback", port.device, str(port.port), gid_index(port)]
+def loopback_argv(port: RdmaPort, nth: int = 0) -> list[str]:
+    """The command line for the `nth` port measured (its TCP port)."""
+    words = [port.device, str(port.port), gid_index(port), str(TCP_PORT + nth)]
+    return ["sh", "-c", LOOPBACK, "dldoctor-loopback", *words]
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,8 @@ def _port_name(port: RdmaPort) -> str:
     return f"{port.device}:{port.port}"
 
 
-def _one(ctx: FactContext, port: RdmaPort) -> PortBandwidth:
-    answer = measure(ctx, loopback_argv(port), cost_s=COST_S,
+def _one(ctx: FactContext, port: RdmaPort, nth: int) -> PortBandwidth:
+    answer = measure(ctx, loopback_argv(port, nth), cost_s=COST_S,
                      what=f"ib_write_bw loopback of {_port_name(port)}")  # fmt: skip
     if not answer.ok:
         return PortBandwidth(port, error=f"ib_write_bw: {answer.describe()}")
@@ -121,4 +125,4 @@ def rdma_loopback(ctx: FactContext) -> Loopback:
     present = ctx.host.run(["ib_write_bw", "--version"])
     if present.status in (AnswerStatus.NOT_INSTALLED, AnswerStatus.MISSING):
         return Loopback(missing=MISSING, not_active=idle)
-    return Loopback(tuple(_one(ctx, p) for p in active), not_active=idle)
+    return Loopback(tuple(_one(ctx, p, n) for n, p in enumerate(active)), not_active=idle)
