@@ -64,9 +64,8 @@ def _untold(results: list[DiskMeasurement], key: str) -> Outcome | None:
     """The outcome when nothing was measured (a skip or an error), else None."""
     errors = [f"{r.path}: {r.error}" for r in results if r.error]
     if errors:
-        return errored(errors[0] if len(errors) == 1 else f"{len(errors)} volumes: {errors[0]}",
-                       errors + [f"{r.path}: not measured: {r.refused}" for r in results
-                                 if r.refused])  # fmt: skip
+        said = errors[0] if len(errors) == 1 else f"{len(errors)} volumes: {errors[0]}"
+        return errored(said, errors + _notes(results))
     if all(r.refused for r in results):
         if all(r.refused == fio.MISSING for r in results):
             return skipped(fio.MISSING)
