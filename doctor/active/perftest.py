@@ -20,7 +20,7 @@ MESSAGE_BYTES = 65536  # perftest's default for BW tests; near the link rate on 
 # at a time, but the last server's socket may linger a moment after it is ended.
 TCP_PORT = 18515
 # The server's start (1 s), its exchange with the client over TCP, both ends' teardown.
-COST_S = DURATION_S + 6.0
+COST_S = DURATION_S + 8.0
 MISSING = "perftest is not installed (apt install perftest)"
 
 # The server runs in the background with its output dropped (both ends print the same
