@@ -28,6 +28,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dldoctor import keyfacts, model, slurm, tomllines
+from dldoctor.active import fio, perftest
 from dldoctor.cudacompat import judge
 from dldoctor.facts import (
     acs,
@@ -172,6 +173,9 @@ PARSERS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "basic_string": (tomllines.basic_string, ()),
     "edit_grub_defaults": (lambda t: boot.edit_grub_defaults(t, ["iommu=pt"]), ()),
     "netplan_names": (network.netplan_names, ()),
+    # the active tier's host tools
+    "parse_fio_json": (fio.parse_fio_json, ("perf/fio-*.json",)),
+    "parse_ib_write_bw": (perftest.parse_ib_write_bw, ("perf/ib_write_bw-*",)),
 }
 
 
