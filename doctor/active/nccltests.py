@@ -58,7 +58,6 @@ class NcclTests:
 
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)")
 _HEADER = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)")
-_NUM = r"[\d.]+(?:e[+-]?\d+)?"
 
 
 def _wrong(word: str) -> int:

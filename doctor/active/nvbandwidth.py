@@ -131,29 +131,29 @@ def parse_json(doc: object) -> NvBandwidth:
     )
 
 
-_RUNNING = re.compile(r"^Running (\w+)\.\s*$")
 _SUM = re.compile(r"^SUM (\w+) ")
 _ROW = re.compile(r"^\s*\d+(\s+(\d+(\.\d+)?|N/A))+\s*$")
 
 
 def parse_text(text: str) -> NvBandwidth:
-    """nvbandwidth's plain output: "Running <test>.", a description, the column header,
-    the rows, "SUM <test> <GB/s>"."""
+    """nvbandwidth's plain output: per test a description ("memcpy CE CPU(row) -> GPU(column)
+    bandwidth (GB/s)"), the column header, the rows, then "SUM <test> <total>" that names
+    it ("Running <test>." before it may be cut from a pasted log)."""
     matrices: dict[str, Matrix] = {}
-    statuses: dict[str, str] = {}
-    name, description, rows = "", "", []
+    description, rows, header = "", [], False
     for line in text.splitlines():
-        if m := _RUNNING.match(line):
-            name, description, rows = m.group(1), "", []
-        elif name and not description and "(" in line:
-            description = line.strip()
-        elif name and description and _ROW.match(line) and not rows_header(line, rows):
-            rows.append(tuple(_number(w) for w in line.split()[1:]))
-        elif name and _SUM.match(line):
-            if rows:
-                matrices[name] = Matrix(tuple(rows), description)
-                statuses[name] = "Passed"
-            name = ""
+        if m := _SUM.match(line):
+            if description and rows:
+                matrices[m.group(1)] = Matrix(tuple(rows), description)
+            description, rows = "", []
+        elif "(column)" in line:
+            description, rows, header = line.strip(), [], True
+        elif description and _ROW.match(line):
+            words = line.split()
+            if header and all(w.isdigit() for w in words):  # "   0   1   2": the columns
+                header = False
+                continue
+            rows.append(tuple(_number(w) for w in words[1:]))
     version = next(
         (
             ln.split(":", 1)[1].strip()
@@ -163,12 +163,7 @@ def parse_text(text: str) -> NvBandwidth:
         "",
     )
     error = "" if matrices else "no nvbandwidth results in its output"
-    return NvBandwidth(True, matrices, statuses, {}, error, version)
-
-
-def rows_header(line: str, rows: list) -> bool:
-    """The column header ("   0   1   2") comes before the first row: all integers."""
-    return not rows and all(w.isdigit() for w in line.split())
+    return NvBandwidth(True, matrices, {n: "Passed" for n in matrices}, {}, error, version)
 
 
 def parse(text: str) -> NvBandwidth:

@@ -76,7 +76,8 @@ def parse(doc: object, python: str = "", tests: tuple[str, ...] = ()) -> TorchMe
         return TorchMeasure(python, tests, error=str(doc["error"]))
     res = doc.get("results") if isinstance(doc.get("results"), dict) else {}
     allreduce = res.get("allreduce")
-    ok_allreduce = isinstance(allreduce, dict) and isinstance(allreduce.get("busbw_gbps"), float)
+    busbw = allreduce.get("busbw_gbps") if isinstance(allreduce, dict) else None
+    ok_allreduce = isinstance(busbw, int | float) and not isinstance(busbw, bool)
     return TorchMeasure(
         python,
         tests,
