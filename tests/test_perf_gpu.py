@@ -427,3 +427,25 @@ def test_the_script_output_is_read_defensively():
     odd = parse_torch(script_doc({"gemm": [{"gpu": 0, "tflops": "fast"}, {"gpu": 1}],
                                   "allreduce": {"busbw_gbps": None}}))  # fmt: skip
     assert odd.gemm == () and odd.allreduce == {} and isinstance(odd, TorchMeasure)
+
+
+def test_docs_table_is_the_sku_table():
+    """docs/active.md prints each SKU's figures and floor as skus.py has them."""
+    docs = (FIXTURES.parent.parent / "docs" / "active.md").read_text()
+    for sku in SKUS:
+        row = next((ln for ln in docs.splitlines() if ln.startswith(f"| {sku.name} |")), "")
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        assert cells[:5] == [
+            sku.name,
+            f"{sku.dense16_tflops:g} {sku.dense16}",
+            f"{sku.tf32_tflops:g}" if sku.tf32_tflops else "—",
+            f"{sku.memory_gbps:g} ({sku.memory})",
+            f"{sku.memory_floor:.2f}",
+        ], sku.name
+
+
+def test_dcgm_4s_runtime_error_is_the_error():
+    """DCGM 4 names the document "DCGM Diagnostic" and says why it ran nothing in
+    `runtime_error` (testing/python3/dcgm_diag_schema.json)."""
+    said = "The GPU is in use by another process"
+    assert parse_dcgm({"DCGM Diagnostic": {"runtime_error": said}}).error == f"dcgmi diag: {said}"

@@ -107,7 +107,8 @@ def parse(doc: object) -> DcgmDiag:
         for test in cat.get("tests") or []:
             if isinstance(test, dict):
                 results.extend(_results(str(cat.get("category", "")), test))
-    error = "" if results else "dcgmi ran no test"
+    said = root.get("runtime_error")  # DCGM 4: why it could not run ("... is busy")
+    error = "" if results else f"dcgmi diag: {said}" if said else "dcgmi ran no test"
     return DcgmDiag(True, tuple(results), str(root.get("version", "")), error)
 
 

@@ -33,6 +33,7 @@ MEMORY_FLOOR = 0.6
 NVLINK_FLOOR = 0.6
 
 DCGM_SKUS = "NVIDIA/DCGM nvvs/diag-skus.yaml.in (DCGM 4.6.0)"
+DCGM_MARGIN = 0.75  # DCGM's minimum_bandwidth: 0.75 of what a healthy part measured
 
 
 @dataclass(frozen=True)
@@ -54,21 +55,27 @@ class Sku:
         return "BF16" if self.bf16 else "FP16"
 
     @property
+    def dcgm_usable(self) -> bool:
+        """DCGM's minimum is 0.75 of what it measured on a healthy part: a measurement above
+        the datasheet's bandwidth counted otherwise (read and write twice, other units),
+        and is no fraction of it (A100 SXM4 40GB: 1830 of 1555 GB/s; A10: 641 of 600)."""
+        return bool(self.dcgm_min_gbps) and self.dcgm_min_gbps / DCGM_MARGIN <= self.memory_gbps
+
+    @property
     def memory_floor(self) -> float:
         """DCGM's minimum bandwidth as a fraction of the datasheet's, where DCGM has one."""
-        if self.dcgm_min_gbps:
+        if self.dcgm_usable:
             return round(self.dcgm_min_gbps / self.memory_gbps, 2)
         return MEMORY_FLOOR
 
     @property
     def memory_source(self) -> str:
-        if self.dcgm_min_gbps:
-            return (
-                f"{self.datasheet}; floor: {DCGM_SKUS} {self.dcgm_entry}, minimum_bandwidth "
-                f"{self.dcgm_min_gbps:g} GB/s"
-            )
+        entry = f"{DCGM_SKUS} {self.dcgm_entry}, minimum_bandwidth {self.dcgm_min_gbps:g} GB/s"
+        if self.dcgm_usable:
+            return f"{self.datasheet}; floor: {entry}"
         if self.dcgm_entry:
-            return f"{self.datasheet}; {DCGM_SKUS} {self.dcgm_entry}"
+            measured = self.dcgm_min_gbps / DCGM_MARGIN
+            return f"{self.datasheet}; floor {MEMORY_FLOOR}: {entry}, of {measured:.0f} measured"
         return self.datasheet
 
     @property
@@ -99,7 +106,7 @@ SKUS: tuple[Sku, ...] = (
     Sku("A100 SXM4 80GB", r"\ba100-sxm4-80gb\b", 312, 156, 2039, 600, A100_SHEET,
         1173, "A100-SXM4-80GB (20b2)"),
     Sku("A100 SXM4 40GB", r"\ba100-sxm4-40gb\b", 312, 156, 1555, 600, A100_SHEET,
-        None, "GA100 20b0 (its 1830 GB/s measured is above the datasheet: not used)"),
+        1372.5, "GA100 20b0 (20b0)"),
     Sku("A100 PCIe 80GB", r"\ba100 80gb pcie\b", 312, 156, 1935, 600, A100_SHEET,
         1121.25, "A100-20b5 (20b5)"),
     Sku("A100 PCIe 40GB", r"\ba100-pcie-40gb\b", 312, 156, 1555, 600, A100_SHEET,
