@@ -168,6 +168,45 @@ def unmeasured(tool_error: str, tm: TorchMeasure, tool: str) -> Outcome:
     return errored("; ".join(x for x in (tool_error, tm.error) if x) or "nothing measured")
 
 
+def measured_by(
+    facts: Facts,
+    tool: tuple[object, str] | None,
+    test: str,
+    script: tuple[Callable[[TorchMeasure], object], str],
+    missing: tuple[str, str],
+) -> tuple[object, str, list[str]] | Outcome:
+    """(the figures, what measured them, the failures): the field tool's (`tool`: its
+    figures and its name) where it measured, else the script's (`script`: its figures from
+    the script's output, how it measured); else the Outcome. `missing`: what the script
+    did not measure, and why the tool did not."""
+    if tool:
+        return (*tool, [])
+    tm = facts.get(torch_measure)
+    figures, how = script[0](tm), script[1]
+    if figures:
+        return figures, f"PyTorch {tm.torch} {how}", torch_errors(tm, test)
+    if tm.python and not tm.error:
+        return errored(f"the measuring script measured no {missing[0]}", tm.errors)
+    return unmeasured(missing[1], tm, "nvbandwidth")
+
+
+def judged(
+    found: tuple[object, str, list[str]] | Outcome,
+    parts: Callable[[object], tuple[list[Measured], list[str]]],
+    policy: Policy,
+    *,
+    no_reference: str = NO_REFERENCE,
+) -> Outcome:
+    """The outcome of what `measured_by` found: `parts` makes the figures the parts judged
+    and any lines more to say."""
+    if isinstance(found, Outcome):
+        return found
+    figures, tool, errors = found
+    measured, lines = parts(figures)
+    details = [*lines, f"measured by {tool}"]
+    return with_errors(judge(measured, policy, details=details, no_reference=no_reference), errors)
+
+
 # --- checks ---------------------------------------------------------------------------
 
 
@@ -217,15 +256,15 @@ def gemm(facts: Facts, policy: Policy) -> Outcome:
 def memory_figures(facts: Facts) -> tuple[dict[int, float], str, list[str]] | Outcome:
     """GB/s of memory traffic per GPU, what measured it, the failures; or the Outcome."""
     bw = facts.get(nvbandwidth)
-    if bw.has(LOCAL):
-        return bw.local_copy, f"nvbandwidth {bw.version} {LOCAL} (read and written)", []
-    tm = facts.get(torch_measure)
-    if tm.memory:
-        found = {int(r["gpu"]): float(r["gbps"]) for r in tm.memory}
-        return found, f"PyTorch {tm.torch} copy_ (read and written)", torch_errors(tm, "memory")
-    if tm.python and not tm.error:
-        return errored("the measuring script measured no memory copy", tm.errors)
-    return unmeasured(bw.error or "nvbandwidth has no device_local_copy", tm, "nvbandwidth")
+    tool = (bw.local_copy, f"nvbandwidth {bw.version} {LOCAL} (read and written)")
+    return measured_by(
+        facts,
+        tool if bw.has(LOCAL) else None,
+        "memory",
+        (lambda tm: {int(r["gpu"]): float(r["gbps"]) for r in tm.memory},
+         "copy_ (read and written)"),
+        ("memory copy", bw.error or "nvbandwidth has no device_local_copy"),
+    )  # fmt: skip
 
 
 @check(
@@ -238,37 +277,33 @@ def memory_figures(facts: Facts) -> tuple[dict[int, float], str, list[str]] | Ou
     "a hardware fault for the vendor.",
 )
 def memory(facts: Facts, policy: Policy) -> Outcome:
-    found = memory_figures(facts)
-    if isinstance(found, Outcome):
-        return found
-    figures, tool, errors = found
     gpus = gpus_by_index(facts)
-    measured = []
-    for index, value in sorted(figures.items()):
-        sku = sku_for(gpus, index)
-        ref = (
-            Reference(sku.memory_gbps, f"{sku.name} {sku.memory_source}", sku.memory_floor)
-            if sku
-            else None
-        )
-        label = f"{sku.memory if sku else 'memory'} copy"
-        measured.append(Measured(subject(index), "memory_copy", label, value, "GB/s", ref))
-    outcome = judge(measured, policy, details=[f"measured by {tool}"], no_reference=NO_REFERENCE)
-    return with_errors(outcome, errors)
+
+    def parts(figures: dict[int, float]) -> tuple[list[Measured], list[str]]:
+        return [memory_part(sku_for(gpus, i), i, v) for i, v in sorted(figures.items())], []
+
+    return judged(memory_figures(facts), parts, policy)
+
+
+def memory_part(sku: Sku | None, index: int, value: float) -> Measured:
+    ref = None
+    if sku:
+        ref = Reference(sku.memory_gbps, f"{sku.name} {sku.memory_source}", sku.memory_floor)
+    label = f"{sku.memory if sku else 'memory'} copy"
+    return Measured(subject(index), "memory_copy", label, value, "GB/s", ref)
 
 
 def pcie_figures(facts: Facts) -> tuple[dict[int, tuple[float, float]], str, list[str]] | Outcome:
     bw = facts.get(nvbandwidth)
-    if bw.h2d and bw.d2h:
-        both = {i: (bw.h2d[i], bw.d2h[i]) for i in bw.h2d if i in bw.d2h}
-        return both, f"nvbandwidth {bw.version} (copy engines, pinned memory)", []
-    tm = facts.get(torch_measure)
-    if tm.pcie:
-        both = {int(r["gpu"]): (float(r["h2d_gbps"]), float(r["d2h_gbps"])) for r in tm.pcie}
-        return both, f"PyTorch {tm.torch} copy_ of pinned memory", torch_errors(tm, "pcie")
-    if tm.python and not tm.error:
-        return errored("the measuring script measured no host copy", tm.errors)
-    return unmeasured(bw.error or "nvbandwidth measured no host copy", tm, "nvbandwidth")
+    both = {i: (bw.h2d[i], bw.d2h[i]) for i in bw.h2d if i in bw.d2h}
+    return measured_by(
+        facts,
+        (both, f"nvbandwidth {bw.version} (copy engines, pinned memory)") if both else None,
+        "pcie",
+        (lambda tm: {int(r["gpu"]): (float(r["h2d_gbps"]), float(r["d2h_gbps"]))
+                     for r in tm.pcie}, "copy_ of pinned memory"),
+        ("host copy", bw.error or "nvbandwidth measured no host copy"),
+    )  # fmt: skip
 
 
 @check(
@@ -281,43 +316,42 @@ def pcie_figures(facts: Facts) -> tuple[dict[int, tuple[float, float]], str, lis
     "far NUMA node, ACS redirecting through the root complex.",
 )
 def pcie(facts: Facts, policy: Policy) -> Outcome:
-    found = pcie_figures(facts)
-    if isinstance(found, Outcome):
-        return found
-    figures, tool, errors = found
     gpus = gpus_by_index(facts)
-    measured = []
-    for index, (h2d, d2h) in sorted(figures.items()):
-        ref = pcie_reference(facts, gpus.get(index))
-        measured.append(Measured(subject(index), "h2d", "host to GPU", h2d, "GB/s", ref))
-        measured.append(Measured(subject(index), "d2h", "GPU to host", d2h, "GB/s", ref))
-    outcome = judge(
-        measured,
-        policy,
-        details=[f"measured by {tool}"],
-        no_reference="no PCIe link read for this GPU",
-    )
-    return with_errors(outcome, errors)
+
+    def parts(figures: dict[int, tuple[float, float]]) -> tuple[list[Measured], list[str]]:
+        measured = []
+        for index, (h2d, d2h) in sorted(figures.items()):
+            ref = pcie_reference(facts, gpus.get(index))
+            measured.append(Measured(subject(index), "h2d", "host to GPU", h2d, "GB/s", ref))
+            measured.append(Measured(subject(index), "d2h", "GPU to host", d2h, "GB/s", ref))
+        return measured, []
+
+    return judged(pcie_figures(facts), parts, policy, no_reference="no PCIe link read for this GPU")
 
 
-def p2p_figures(facts: Facts) -> tuple[dict, dict, str, list[str]] | Outcome:
-    """GB/s and latency (us) by (src, dst), what measured them, the failures."""
+def p2p_figures(facts: Facts) -> tuple[tuple[dict, dict], str, list[str]] | Outcome:
+    """(GB/s, latency in us) by (src, dst), what measured them, the failures."""
     bw = facts.get(nvbandwidth)
-    if bw.d2d:
-        latency = {k: v / 1000 for k, v in bw.d2d_latency_ns.items()}
-        return bw.d2d, latency, f"nvbandwidth {bw.version} (copy engines, reads)", []
-    tm = facts.get(torch_measure)
-    if tm.p2p:
-        rates = {(int(r["src"]), int(r["dst"])): float(r["gbps"]) for r in tm.p2p}
-        latency = {
-            (int(r["src"]), int(r["dst"])): float(r["latency_us"])
-            for r in tm.p2p
-            if isinstance(r.get("latency_us"), int | float)
-        }
-        return rates, latency, f"PyTorch {tm.torch} copy_ between GPUs", torch_errors(tm, "p2p")
-    if tm.python and not tm.error:
-        return errored("the measuring script measured no copy between GPUs", tm.errors)
-    return unmeasured(bw.error or "nvbandwidth found no peers", tm, "nvbandwidth")
+    latency = {k: v / 1000 for k, v in bw.d2d_latency_ns.items()}
+    return measured_by(
+        facts,
+        ((bw.d2d, latency), f"nvbandwidth {bw.version} (copy engines, reads)") if bw.d2d else None,
+        "p2p",
+        (_script_p2p, "copy_ between GPUs"),
+        ("copy between GPUs", bw.error or "nvbandwidth found no peers"),
+    )
+
+
+def _script_p2p(tm: TorchMeasure) -> tuple[dict, dict] | None:
+    if not tm.p2p:
+        return None
+    rates = {(int(r["src"]), int(r["dst"])): float(r["gbps"]) for r in tm.p2p}
+    latency = {
+        (int(r["src"]), int(r["dst"])): float(r["latency_us"])
+        for r in tm.p2p
+        if isinstance(r.get("latency_us"), int | float)
+    }
+    return rates, latency
 
 
 def _latency_lines(latency: dict, kinds: dict) -> list[str]:
@@ -344,40 +378,38 @@ def _latency_lines(latency: dict, kinds: dict) -> list[str]:
 def p2p(facts: Facts, policy: Policy) -> Outcome:
     if len(facts.get(nvidia).gpus) < 2:
         return skipped("one GPU: no peers to copy between")
-    found = p2p_figures(facts)
-    if isinstance(found, Outcome):
-        return found
-    rates, latency, tool, errors = found
+
+    def parts(figures: tuple[dict, dict]) -> tuple[list[Measured], list[str]]:
+        rates, latency = figures
+        kinds = {pair: peer_kind(facts, *pair) for pair in rates}
+        found = [p2p_part(facts, pair, kinds[pair], value) for pair, value in sorted(rates.items())]
+        lines = [line for _, line in found if line] + _latency_lines(latency, kinds)
+        if "unknown" in kinds.values():
+            lines.append("pairs of GPUs with NVLinks up but no NVSwitch: which are joined is "
+                         "not known here, so those pairs have no reference")  # fmt: skip
+        return [m for m, _ in found], lines
+
+    return judged(p2p_figures(facts), parts, policy, no_reference="no reference for these GPUs")
+
+
+def p2p_part(facts: Facts, pair: tuple[int, int], kind: str, value: float) -> tuple[Measured, str]:
+    """A pair's copy judged by its kind, and a line when NVLink peers copy at PCIe speed."""
+    src, dst = pair
     gpus = gpus_by_index(facts)
-    kinds, measured, slow_links = {}, [], []
-    for (src, dst), value in sorted(rates.items()):
-        kind = kinds[(src, dst)] = peer_kind(facts, src, dst)
-        pcie_refs = [pcie_reference(facts, gpus.get(i)) for i in (src, dst)]
-        pcie_ref = min((r for r in pcie_refs if r), key=lambda r: r.value, default=None)
-        if kind == "NVLink":
-            ref = nvlink_reference(sku_for(gpus, src))
-            if pcie_ref and value < 1.1 * pcie_ref.value:
-                slow_links.append(
-                    f"GPU {src} → GPU {dst}: {amount(value, 'GB/s')}, at PCIe speed "
-                    f"({amount(pcie_ref.value, 'GB/s')} the link): its NVLinks "
-                    "carry nothing"
-                )
-        elif kind == "PCIe" and pcie_ref:
-            ref = Reference(pcie_ref.value, pcie_ref.source, PCIE_PEER_FLOOR)
-        else:
-            ref = None
-        what, label = (
-            ("p2p_nvlink", "NVLink copy") if kind == "NVLink" else ("p2p_pcie", "peer copy")
-        )
-        measured.append(Measured(f"GPU {src} → GPU {dst}", what, label, value, "GB/s", ref))
-    details = [*slow_links, *_latency_lines(latency, kinds), f"measured by {tool}"]
-    if any(k == "unknown" for k in kinds.values()):
-        details.append(
-            "pairs of GPUs with NVLinks up but no NVSwitch: which are joined is "
-            "not known here, so those pairs have no reference"
-        )
-    outcome = judge(measured, policy, details=details, no_reference="no reference for these GPUs")
-    return with_errors(outcome, errors)
+    refs = [r for r in (pcie_reference(facts, gpus.get(i)) for i in pair) if r]
+    pcie_ref = min(refs, key=lambda r: r.value, default=None)
+    ref, line = None, ""
+    if kind == "NVLink":
+        ref = nvlink_reference(sku_for(gpus, src))
+        if pcie_ref and value < 1.1 * pcie_ref.value:
+            line = (
+                f"GPU {src} → GPU {dst}: {amount(value, 'GB/s')}, at PCIe speed "
+                f"({amount(pcie_ref.value, 'GB/s')} the link): its NVLinks carry nothing"
+            )
+    elif kind == "PCIe" and pcie_ref:
+        ref = Reference(pcie_ref.value, pcie_ref.source, PCIE_PEER_FLOOR)
+    what, label = ("p2p_nvlink", "NVLink copy") if kind == "NVLink" else ("p2p_pcie", "peer copy")
+    return Measured(f"GPU {src} → GPU {dst}", what, label, value, "GB/s", ref), line
 
 
 def allreduce_reference(facts: Facts) -> Reference | None:

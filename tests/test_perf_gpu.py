@@ -449,3 +449,18 @@ def test_dcgm_4s_runtime_error_is_the_error():
     `runtime_error` (testing/python3/dcgm_diag_schema.json)."""
     said = "The GPU is in use by another process"
     assert parse_dcgm({"DCGM Diagnostic": {"runtime_error": said}}).error == f"dcgmi diag: {said}"
+
+
+def test_dcgmi_without_its_host_engine_is_an_error_not_a_verdict(tmp_path):
+    """What dcgmi prints when nv-hostengine is not running (dcgmi/Command.cpp's lines)."""
+    said = (
+        "Error: unable to establish a connection to the specified host: localhost\n"
+        "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n"
+    )
+    facts = h100_host(tmp_path, {DCGM_ARGV: {"stdout": said, "returncode": 255}})
+    outcome = perf_gpu.dcgm(facts, Policy())
+    assert outcome.status == Status.ERROR
+    assert outcome.summary == (
+        "dcgmi failed: Error: Unable to connect to host engine. "
+        "Host engine connection invalid/disconnected."
+    )

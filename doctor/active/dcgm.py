@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dldoctor.active import measure
-from dldoctor.active.output import json_document, said, unanswered
+from dldoctor.active.output import json_document, tool_run
 from dldoctor.facts import FactContext, fact
-from dldoctor.host.base import AnswerStatus
 
 LEVEL = "1"
 ARGV = ("dcgmi", "diag", "-r", LEVEL, "-j")
@@ -114,12 +112,7 @@ def parse(doc: object) -> DcgmDiag:
 
 @fact("active.dcgm")
 def dcgm_diag(ctx: FactContext) -> DcgmDiag:
-    answer = measure(ctx, ARGV, cost_s=COST_S, what=f"DCGM's level-{LEVEL} diagnostic").require()
-    why = unanswered(answer, "dcgmi")
-    if why:
-        return DcgmDiag(installed=answer.status != AnswerStatus.NOT_INSTALLED, error=why)
-    doc = json_document(answer.text)
-    if doc is None:
-        # No host engine, an unsupported GPU: dcgmi says so in a line, not in JSON.
-        return DcgmDiag(error=f"dcgmi diag gave no verdict: {said(answer)}")
-    return parse(doc)
+    # No host engine, an unsupported GPU: dcgmi says so in a line, not in JSON, and fails.
+    return tool_run(ctx, ARGV, cost_s=COST_S, what=f"DCGM's level-{LEVEL} diagnostic",
+                    parse=lambda text: parse(json_document(text)),
+                    got=lambda found: bool(found.results), none=DcgmDiag)  # fmt: skip

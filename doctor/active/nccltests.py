@@ -13,11 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dldoctor.active import measure
-from dldoctor.active.output import said, unanswered
+from dldoctor.active.output import tool_run
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.nvidia import nvidia
-from dldoctor.host.base import AnswerStatus
 
 COST_S = 25.0
 
@@ -104,11 +102,5 @@ def nccl_tests(ctx: FactContext) -> NcclTests:
     count = len(ctx.get(nvidia).gpus)
     if count < 2:
         return NcclTests(error="an all-reduce needs two GPUs or more")
-    answer = measure(ctx, argv_for(count), cost_s=COST_S, what="the all-reduce").require()
-    why = unanswered(answer, "all_reduce_perf")
-    if why:
-        return NcclTests(installed=answer.status != AnswerStatus.NOT_INSTALLED, error=why)
-    found = parse(answer.text)
-    if answer.value.returncode != 0 and not found.rows:
-        return NcclTests(error=f"all_reduce_perf failed: {said(answer)}")
-    return found
+    return tool_run(ctx, argv_for(count), cost_s=COST_S, what="the all-reduce", parse=parse,
+                    got=lambda found: bool(found.rows), none=NcclTests)  # fmt: skip

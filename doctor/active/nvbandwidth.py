@@ -19,10 +19,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from dldoctor.active import measure
-from dldoctor.active.output import json_document, said, unanswered
+from dldoctor.active.output import json_document, tool_run
 from dldoctor.facts import FactContext, fact
-from dldoctor.host.base import AnswerStatus
 
 H2D = "host_to_device_memcpy_ce"
 D2H = "device_to_host_memcpy_ce"
@@ -173,11 +171,5 @@ def parse(text: str) -> NvBandwidth:
 
 @fact("active.nvbandwidth")
 def nvbandwidth(ctx: FactContext) -> NvBandwidth:
-    answer = measure(ctx, ARGV, cost_s=COST_S, what="nvbandwidth's copies").require()
-    why = unanswered(answer, "nvbandwidth")
-    if why:
-        return NvBandwidth(installed=answer.status != AnswerStatus.NOT_INSTALLED, error=why)
-    found = parse(answer.text)
-    if answer.value.returncode != 0 and not found.matrices:
-        return NvBandwidth(error=f"nvbandwidth failed: {said(answer)}")
-    return found
+    return tool_run(ctx, ARGV, cost_s=COST_S, what="nvbandwidth's copies", parse=parse,
+                    got=lambda found: bool(found.matrices), none=NvBandwidth)  # fmt: skip

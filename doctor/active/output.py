@@ -4,9 +4,13 @@ what a measuring command's answer says when it is no output to parse."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
+from dldoctor.active import measure
 from dldoctor.host.base import Answer, AnswerStatus
+
+T = TypeVar("T")
 
 
 def json_document(text: str) -> Any:
@@ -41,3 +45,26 @@ def said(answer: Answer) -> str:
     text = (result.stderr or result.stdout).decode("utf-8", "replace").strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:300] if lines else f"exit status {result.returncode}"
+
+
+def tool_run(
+    ctx,
+    argv: Sequence[str],
+    *,
+    cost_s: float,
+    what: str,
+    parse: Callable[[str], T],
+    got: Callable[[T], bool],
+    none: Callable[..., T],
+) -> T:
+    """A field tool's measurement parsed: `none(installed=..., error=...)` when it is not
+    installed, did not answer, or failed without printing anything `got` accepts."""
+    tool = argv[0]
+    answer = measure(ctx, argv, cost_s=cost_s, what=what).require()
+    why = unanswered(answer, tool)
+    if why:
+        return none(installed=answer.status != AnswerStatus.NOT_INSTALLED, error=why)
+    found = parse(answer.text)
+    if answer.value.returncode != 0 and not got(found):
+        return none(error=f"{tool} failed: {said(answer)}")
+    return found
