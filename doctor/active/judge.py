@@ -153,8 +153,10 @@ def _all_well(parts: list[tuple[Measured, Reference | None]], no_reference: str)
 
 
 def _plural(parts: list[tuple[Measured, Reference | None]]) -> str:
-    """ "GPUs", "NUMA nodes", "volumes": the parts' kind, from the first's subject."""
+    """ "GPUs", "NUMA nodes", "volumes", "pairs": the parts' kind, from the first's subject."""
     subject = parts[0][0].subject
     if subject.startswith("/"):
         return "volumes"
+    if "→" in subject:  # "GPU 0 → GPU 1": a pair measured one way
+        return "pairs"
     return f"{subject.rstrip('0123456789 ') or 'part'}s"
