@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from dldoctor.active.dcgm import LEVEL, DcgmDiag, dcgm_diag
+from dldoctor.active.gpus import idle_gpus
 from dldoctor.active.judge import Measured, Reference, amount, judge
 from dldoctor.active.nccltests import nccl_tests
 from dldoctor.active.nvbandwidth import LOCAL, nvbandwidth
 from dldoctor.active.skus import GEMM_FLOOR, NVLINK_FLOOR, Sku, sku_of
 from dldoctor.active.torchmeasure import TorchMeasure, torch_measure
-from dldoctor.checks.needs import nvidia_gpus
 from dldoctor.checks.nvlink import is_sxm
 from dldoctor.facts import Facts
 from dldoctor.facts import gpu as g
@@ -28,9 +28,9 @@ from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
 
-# What every GPU measurement needs first. The GPUs-in-use interlock (activecore's, in
-# dldoctor.active) joins here: `GPU_REQUIRES = (nvidia_gpus, gpus_idle)`.
-GPU_REQUIRES: tuple[Callable[[Facts], Outcome | None], ...] = (nvidia_gpus,)
+# What every GPU measurement needs first: GPUs the driver reports, none of them used by
+# another process unless --force (dldoctor.active.gpus.idle_gpus asks nvidia_gpus first).
+GPU_REQUIRES: tuple[Callable[..., Outcome | None | list], ...] = (idle_gpus,)
 
 NO_REFERENCE = "no reference for this GPU"
 NO_TORCH = "a PyTorch interpreter with CUDA"

@@ -96,12 +96,16 @@ def _crashed(what: str, exc: Exception) -> Outcome:
     )
 
 
-def _unmet(spec: CheckSpec, view: _CheckFacts) -> Outcome | None:
-    """The outcome of the first of the check's requirements that stops it, or None."""
+def _unmet(spec: CheckSpec, view: _CheckFacts, policy: Policy) -> Outcome | None:
+    """The outcome of the first of the check's requirements that stops it, or None. A
+    need of `checks.needs` marked `takes_policy` may stand as one: it is asked with the
+    policy too, and what it answers other than an Outcome means "go on"."""
     for need in spec.requires:
         try:
-            outcome = need(view)
-            if outcome is not None:
+            outcome = need(view, policy) if getattr(need, "takes_policy", False) else need(view)
+            if isinstance(outcome, Outcome) or (
+                outcome is not None and not getattr(need, "takes_policy", False)
+            ):
                 return _valid(outcome)
         except (ProbeFailed, FactFailed):
             raise  # an error finding, as when the check's own fact fails
@@ -149,7 +153,7 @@ def run_check(spec: CheckSpec, facts: Facts, policy: Policy) -> Finding:
     view = _CheckFacts(facts)
     start = time.monotonic()
     try:
-        outcome = _unmet(spec, view) or _valid(spec.fn(view, policy))
+        outcome = _unmet(spec, view, policy) or _valid(spec.fn(view, policy))
     except NotCaptured as exc:
         answer = exc.answer  # what is missing, even where a fact gave it in its own words
         view.evidence.append(Evidence(answer.op, answer.key, answer.status))

@@ -27,7 +27,7 @@ MISSING = "perftest is not installed (apt install perftest)"
 # table); the client connects to it through 127.0.0.1; the server is ended however the
 # client ends. $1 device, $2 port, $3 GID index ("" on InfiniBand), $4 TCP port.
 LOOPBACK = (
-    'args="-d $1 -i $2 ${3:+-x $3} -D %(d)d -s %(s)d -F --report_gbits -p $4"; '
+    'args="-d $1 -i $2 ${3:+-x $3} -D %(d)d -s %(s)d -F --report_gbits -p $4"; '  # noqa: UP031
     "ib_write_bw $args >/dev/null 2>&1 & server=$!; sleep 1; "
     "ib_write_bw $args 127.0.0.1; status=$?; "
     "kill $server 2>/dev/null; wait $server 2>/dev/null; exit $status"
