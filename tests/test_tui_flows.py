@@ -14,7 +14,7 @@ import threading
 from dldoctor.fixes.gpu import NOUVEAU_CONF
 from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered
-from dldoctor.tui.findings import FindingDetail, FindingsTree
+from dldoctor.tui.findings import EvidenceList, FindingDetail, FindingsTree
 from dldoctor.tui.session import Session
 from tests.support.cli import report_of, run_dldoctor, verdicts
 from tests.support.commands import fake_command
@@ -90,8 +90,9 @@ def test_the_worst_finding_opens_first_with_its_evidence_and_remediation():
             assert screen.selected == "network.roce"
             detail = _text(screen.query_one(FindingDetail))
             assert "ens1f0np0 MTU 1500 (needs ≥ 4200)" in detail
-            assert "Evidence (the raw answers it was decided on)" in detail
-            assert "read /sys/class/net/ens1f0np0/mtu" in detail and "    1500" in detail
+            evidence = screen.query_one(EvidenceList).text()
+            assert "Evidence (the raw answers it was decided on)" in evidence
+            assert "▸ read /sys/class/net/ens1f0np0/mtu: 1500" in evidence
             assert "What to do" in detail and "MTU of at least 4200" in detail
             await pilot.press("down")  # the next finding's detail replaces it
             await until(pilot, lambda: screen.selected != "network.roce")
