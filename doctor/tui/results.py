@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Footer, Input, ProgressBar, Static
+from textual.widgets import Input, ProgressBar, Static
 
 from dldoctor.model import PROBLEMS, WORST_FIRST, Status, counts
 from dldoctor.tui.findings import (
@@ -24,6 +24,7 @@ from dldoctor.tui.findings import (
     commands_in,
     matches,
 )
+from dldoctor.tui.footer import SteadyFooter
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 # The status filter, cycled by `s`: everything, what needs attention, then each status.
@@ -199,7 +200,7 @@ class ResultsScreen(Screen):
             with VerticalScroll(id="detail-scroll"):
                 yield FindingDetail(id="detail")
                 yield EvidenceList(id="evidence")
-        yield Footer()
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
