@@ -617,3 +617,38 @@ def test_the_history_of_a_bundle_lists_nothing_of_this_machine_and_undoes_nothin
         assert pilot.app.screen is history  # nothing to confirm
 
     drive(session, steps)
+
+
+def test_the_footer_is_built_again_only_when_the_keys_it_shows_change():
+    """Work, not time: the help and back leave the results screen's footer keys as they
+    were (the same widgets); the filter box, which takes the letters, shows fewer, and
+    Esc out of it all of them again."""
+    from textual.widgets._footer import FooterKey
+
+    session = bundle_session("hgx-h100x8-roce-mtu1500")
+
+    async def steps(pilot):
+        screen = pilot.app.results
+
+        def keys(on) -> list:
+            return list(on.query(FooterKey))
+
+        def said() -> list[str]:
+            return [k.description for k in keys(screen)]
+
+        before = keys(screen)
+        everything = said()
+        assert {"Fix", "Status filter", "Help", "Quit"} <= set(everything)
+        await pilot.press("question_mark")
+        await until(pilot, on_screen(pilot, "HelpScreen"))
+        await until(pilot, lambda: keys(pilot.app.screen))
+        assert "Back" in {k.description for k in keys(pilot.app.screen)}
+        await pilot.press("escape")
+        await until(pilot, lambda: pilot.app.screen is screen)
+        assert keys(screen) == before and all(k.is_attached for k in before)
+        await pilot.press("slash")
+        await until(pilot, lambda: "Fix" not in said())  # typed into the box, not keys
+        await pilot.press("escape")
+        await until(pilot, lambda: said() == everything)
+
+    drive(session, steps)
