@@ -263,8 +263,8 @@ class ResultsScreen(Screen):
             self.selected = self.query_one(FindingsTree).show(shown, follow)
         self._draw_detail()
         if session.done and width:  # drawn laid out: at the widths the screen has
-            if self.ended is not session.run:
-                _keep_out_of_the_collector()
+            if self.ended is not session.run:  # once its end is on the screen
+                self.call_after_refresh(_keep_out_of_the_collector)
             self.ended = session.run
 
     def _update(self, selector, key, content) -> None:
@@ -292,7 +292,8 @@ class ResultsScreen(Screen):
         self._draw_evidence(finding)
 
     def _draw_evidence(self, finding) -> None:
-        key = (finding, self.evidence_unfolded)
+        # A re-run's answers may differ behind an equal finding: its generation tells.
+        key = (self.session.generation, finding, self.evidence_unfolded)
         if key == self._shown_evidence:
             return
         self._shown_evidence = key
