@@ -11,7 +11,10 @@ import re
 from dataclasses import dataclass
 
 from dldoctor import shellwords
-from dldoctor.early import PATH_PYTHON_ARGV  # the `python3` on PATH, started early
+
+# The `python3` on PATH, started early. PATH_PYTHON_ARGV, the command through PATH, is the
+# one every bundle without a pyenv answer holds (tests and bundle builders name it here).
+from dldoctor.early import PATH_PYTHON_ARGV, path_python_argv  # noqa: F401
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.cpu import cpuinfo
 from dldoctor.facts.mountinfo import MountTable, fstype_on, mount_table
@@ -225,10 +228,19 @@ class PathPython:
     notes: tuple[str, ...] = ()
 
 
+def _shim_target(ctx: FactContext) -> str | None:
+    """The interpreter that PATH's pyenv shim runs, as the `python` probe found it (bundles
+    made before it looked, and hand-made ones, have none: the command goes through PATH)."""
+    info = ctx.host.probe("python")
+    data = info.value if info.ok and isinstance(info.value, dict) else {}
+    target = data.get("path_python3_exec")
+    return target if isinstance(target, str) and target else None
+
+
 @fact("python.path")
 def path_python(ctx: FactContext) -> PathPython | None:
     """None when there is no python3 on PATH (or the bundle has no answer for it)."""
-    answer = ctx.host.run(list(PATH_PYTHON_ARGV)).require()
+    answer = ctx.host.run(list(path_python_argv(_shim_target(ctx)))).require()
     if answer.status in (AnswerStatus.MISSING, AnswerStatus.NOT_INSTALLED):
         return None
     if not answer.ok:
