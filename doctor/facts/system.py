@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor import shellwords
 
@@ -32,8 +32,7 @@ from dldoctor.versions import version_tuple
 # --- /etc/os-release ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class OsRelease:
+class OsRelease(NamedTuple):
     id: str = ""
     id_like: tuple[str, ...] = ()
     version_id: str = ""
@@ -92,8 +91,7 @@ def os_release(ctx: FactContext) -> OsRelease:
 # --- kernel ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Kernel:
+class Kernel(NamedTuple):
     release: str  # as `uname -r` prints it; "" when unknown
     version: tuple[int, ...] | None
 
@@ -120,8 +118,7 @@ def kernel_cmdline(ctx: FactContext) -> FileRead:
 # --- /proc/meminfo --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Memory:
+class Memory(NamedTuple):
     total_bytes: int | None
     available_bytes: int | None
     swap_total_bytes: int | None
@@ -208,8 +205,7 @@ def hostname(ctx: FactContext) -> str:
 # --- Python ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Python:
+class Python(NamedTuple):
     version: str  # of the interpreter running dldoctor
     executable: str
     in_venv: bool
@@ -218,8 +214,7 @@ class Python:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class PathPython:
+class PathPython(NamedTuple):
     """The `python3` a user gets from PATH: what it is and where its packages are."""
 
     executable: str
@@ -289,8 +284,7 @@ def python(ctx: FactContext) -> Python:
 # --- C library ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Libc:
+class Libc(NamedTuple):
     name: str  # "glibc", or "" when the C library did not say (musl answers nothing)
     version: str
     notes: tuple[str, ...] = ()
@@ -326,8 +320,7 @@ _CGROUP_RUNTIMES = (
 )
 
 
-@dataclass(frozen=True)
-class Container:
+class Container(NamedTuple):
     in_container: bool | None  # None: signs point both ways
     runtime: str  # "" when not in a container or unknown
     signs: tuple[str, ...] = ()  # what was seen, for the finding's details
