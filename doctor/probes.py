@@ -15,10 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 from dldoctor.host.live import ChildProbe
+from dldoctor.pyenvshim import shim_target
 
 
 def python_info() -> dict[str, Any]:
     """The interpreter that runs dldoctor, and the `python3` a user would get from PATH."""
+    path_python3 = shutil.which("python3")
     return {
         "executable": sys.executable,
         "version": platform.python_version(),
@@ -26,7 +28,11 @@ def python_info() -> dict[str, Any]:
         "prefix": sys.prefix,
         "base_prefix": sys.base_prefix,
         "in_venv": sys.prefix != sys.base_prefix,
-        "path_python3": shutil.which("python3"),
+        "path_python3": path_python3,
+        # The interpreter a pyenv shim there runs, so that it can be asked without the
+        # shim's bash chain; None when python3 on PATH is no shim or pyenv's choice is not
+        # certain from its files (children run from "/": LiveHost).
+        "path_python3_exec": shim_target(path_python3, os.environ, "/"),
         # Where its packages live, so facts can read dist-info and version files through
         # the Host (replayable) instead of importing torch & co. (seconds each).
         "sys_path": [p for p in sys.path if p and os.path.isdir(p)],

@@ -326,10 +326,10 @@ def _prefetching(request, make_host):
 def _start_early(request, host):
     """`host`, having started the child interpreters a whole run asks for, before the facts
     and the checks are imported: they start on the other core meanwhile."""
-    from dldoctor.early import EARLY_PROBES, EARLY_RUNS
+    from dldoctor.early import EARLY_PROBES, early_runs
 
     if not request.only:
-        host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)
+        host.prefetch(runs=early_runs(), probes=EARLY_PROBES)
     return host
 
 

@@ -14,6 +14,7 @@ import datetime as _dt
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.host.base import DEFAULT_MAX_BYTES, Answer, AnswerStatus, command_key
@@ -155,8 +156,7 @@ def kept_lines(data: bytes) -> str:
     return b"\n".join(keep).decode("utf-8", "replace")
 
 
-@dataclass(frozen=True)
-class KernelLogText:
+class KernelLogText(NamedTuple):
     """The kernel log of the current boot, cut to `KEPT_MARKERS` lines, as read once."""
 
     source: str  # the command line read; "" when none could be

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 
 
-@dataclass(frozen=True)
-class Interfaces:
+class Interfaces(NamedTuple):
     net: tuple[str, ...] = ()
     infiniband: tuple[str, ...] = ()
 
