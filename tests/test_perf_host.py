@@ -198,7 +198,7 @@ def test_an_nvme_raid0_is_held_to_the_guides_random_read_figure():
     assert "4K random read 51556 IOPS, 21 % of 244141 IOPS" in finding.summary
     assert any("NVMe RAID0" in line for line in finding.details)
     # The same volume on a plain disk has no built-in reference.
-    plain = replace(measured, space=replace(space, source="/dev/nvme0n1p1"))
+    plain = replace(measured, space=space._replace(source="/dev/nvme0n1p1"))
     facts = Facts.given({md_raid: raid, fio.read_fact("/data", 5.0): plain})
     assert check(perf_host.disk_read, facts, policy).status == Status.PASS
 

@@ -55,7 +55,7 @@ class NcclTests:
 
 
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)")
-_HEADER = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)")
+_RUN_HEADER = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)")
 
 
 def _wrong(word: str) -> int:
@@ -87,7 +87,7 @@ def parse(text: str) -> NcclTests:
     rows, avg, gpus = [], None, None
     for line in text.splitlines():
         stripped = line.strip()
-        if m := _HEADER.search(stripped):
+        if m := _RUN_HEADER.search(stripped):
             gpus = int(m.group(1)) * int(m.group(2))
         elif m := _AVG.match(stripped):
             avg = float(m.group(1))
