@@ -1,15 +1,20 @@
-"""RDMA network checks: InfiniBand port state and rate, RoCE GIDs and MTU, GPUDirect RDMA,
+"""RDMA network checks: InfiniBand and RoCE port state and rate (the GPUs' rails named), RoCE GIDs and MTU, GPUDirect RDMA,
 error counters."""
 
 from __future__ import annotations
 
 import functools
 
+from dldoctor.checks.numa import shares_switch
+from dldoctor.checks.pci import endpoints, kind
 from dldoctor.facts import Facts
 from dldoctor.facts.kmod import modules
+from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import NVIDIA, pci_devices
+from dldoctor.facts.pcie import pcie_links
 from dldoctor.facts.rdma import UNREAD, RdmaPort, gpudirect, rdma_devices
 from dldoctor.facts.system import container, environ, kernel
+from dldoctor.host.base import ProbeFailed
 from dldoctor.model import Outcome, Status, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
@@ -63,79 +68,148 @@ def name(p: RdmaPort) -> str:
     return f"{p.device}:{p.port}"
 
 
+def rdma_ports(facts: Facts) -> list[RdmaPort]:
+    """Every InfiniBand and RoCE port: the state and rate checks judge both link layers."""
+    return [*ports(facts, roce=False), *ports(facts, roce=True)]
+
+
+def gpu_words(indexes: list[int]) -> str:
+    """[0] -> "GPU 0"; [2, 3] -> "GPU 2-3"; [0, 2, 3] -> "GPU 0, 2-3"."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return "GPU " + ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
+
+
+def gpu_rails(facts: Facts) -> dict[str, str]:
+    """RDMA device -> "GPU 2-3": the GPUs that share a PCIe switch with it (the NIC NCCL
+    gives those GPUs). Naming only: a bus that cannot be read names no rail."""
+    devices = [d for d in facts.get(rdma_devices) if d.pci_address]
+    if not devices:
+        return {}
+    try:
+        links = {link.address: link for link in endpoints(facts.get(pcie_links))}
+        stack = facts.get(nvidia)
+    except ProbeFailed:
+        return {}
+    gpus = [link for link in links.values() if kind(link) == "GPU"]
+    index = {gpu.pci_bus_id: gpu.index for gpu in stack.gpus if gpu.pci_bus_id}
+    rails = {}
+    for d in devices:
+        nic = links.get(d.pci_address)
+        near = [gpu for gpu in gpus if nic is not None and shares_switch(gpu, nic)]
+        numbered = [index[gpu.address] for gpu in near if gpu.address in index]
+        if near and len(numbered) == len(near):
+            rails[d.name] = gpu_words(numbered)
+        elif near:
+            rails[d.name] = "GPU " + ", ".join(gpu.address for gpu in near)
+    return rails
+
+
+def described(p: RdmaPort, rails: dict[str, str]) -> str:
+    """ "mlx5_3:1 (RoCE, GPU rail of GPU 2-3)": the port, its link layer, its GPUs."""
+    words = ["RoCE" if p.roce else "InfiniBand"]
+    if p.device in rails:
+        words.append(f"GPU rail of {rails[p.device]}")
+    return f"{name(p)} ({', '.join(words)})"
+
+
+def state_words(p: RdmaPort) -> str:
+    return f"{p.state or '?'} ({p.phys_state or '?'})"
+
+
 @check(
     "network.ib.state",
-    "InfiniBand ports",
-    remediation="INIT: no subnet manager configured the port — start opensm/UFM on the fabric "
-    "or fix the switch. Polling/Disabled: no link — check the cable or transceiver and the "
-    "switch port.",
+    "RDMA port state",
+    remediation="INIT: no subnet manager configured the InfiniBand port — start opensm/UFM on "
+    "the fabric or fix the switch. Polling/Disabled: no link — check the cable or transceiver "
+    "and the switch port; on a RoCE port, Disabled is also its net interface set down "
+    "(`ip link set <netdev> up`, and its network configuration).",
 )
 @on_known_ports
 def ib_state(facts: Facts, policy: Policy) -> Outcome:
-    ib = ports(facts, roce=False)
-    if not ib:
-        return skipped("no InfiniBand port")
+    every = rdma_ports(facts)
+    if not every:
+        return skipped("no InfiniBand or RoCE port")
+    rails = gpu_rails(facts)
     wanted = set(policy.network.ib_ports)
-    lines = [
-        f"{name(p)}: {p.state or '?'} ({p.phys_state or '?'}), {p.rate_text or '?'}" for p in ib
-    ]
-    init = [f"{name(p)}: INIT — no subnet manager" for p in ib if p.state == "INIT"]
-    down_ports = [p for p in ib if p.state not in ("ACTIVE", "INIT")]
+    lines = [f"{described(p, rails)}: {state_words(p)}, {p.rate_text or '?'}" for p in every]
+    init = [f"{described(p, rails)} is INIT — no subnet manager" for p in every if p.state == "INIT"]
+    down_ports = [p for p in every if p.state not in ("ACTIVE", "INIT")]
     # The second port of a dual-port HCA is often left unplugged: a down port beside an
-    # ACTIVE one is a note; a device with no ACTIVE port at all is a warning.
-    active_devices = {p.device for p in ib if p.state == "ACTIVE"}
-    down = [
-        f"{name(p)}: {p.state} ({p.phys_state})"
-        for p in down_ports
-        if p.device not in active_devices
+    # ACTIVE one is a note; a device with no ACTIVE port at all is a warning, and a failure
+    # when it is a GPU's rail (those GPUs' traffic crosses the host to another NIC, or stops).
+    active_devices = {p.device for p in every if p.state == "ACTIVE"}
+    alone = [p for p in down_ports if p.device not in active_devices]
+    rail_down = [
+        f"{described(p, rails)} is {state_words(p)}"
+        for p in alone
+        if p.device in rails and name(p) not in wanted  # said below, as expected ACTIVE
     ]
+    down = [f"{described(p, rails)} is {state_words(p)}" for p in alone if p.device not in rails]
     spare = [
-        f"{name(p)}: {p.state} ({p.phys_state}), beside an ACTIVE port"
+        f"{described(p, rails)}: {state_words(p)}, beside an ACTIVE port"
         for p in down_ports
         if p.device in active_devices
     ]
     must = [
-        f"{name(p)}: {p.state} ({p.phys_state}), expected ACTIVE"
+        f"{described(p, rails)} is {state_words(p)}, expected ACTIVE"
         for p in down_ports
         if name(p) in wanted
     ]
-    absent = [f"{port}: not found" for port in sorted(wanted - {name(p) for p in ib})]
-    if init or must or absent:
+    absent = [f"{port}: not found" for port in sorted(wanted - {name(p) for p in every})]
+    wrong = init + must + rail_down + absent
+    if wrong:
         return failed(
-            f"{len(init) + len(must) + len(absent)} InfiniBand port(s) not ACTIVE",
-            init + must + absent + lines,
+            wrong[0] if len(wrong) == 1 else f"{len(wrong)} RDMA port(s) not ACTIVE",
+            wrong + lines,
         )
     if down:
-        # Without a list of expected ports, an unplugged second port may be on purpose.
+        # Without a list of expected ports, an unplugged port off the GPUs' rails may be on
+        # purpose.
         return warned(
-            f"{len(down)} InfiniBand port(s) down (unused, or a cable problem)",
-            down,
+            down[0] if len(down) == 1 else f"{len(down)} RDMA port(s) down (unused, or a cable "
+            "problem)",
+            down + lines,
             remediation="List the ports that must be up in the policy's "
             "[network] ib_ports; check cables of those that should be.",
         )
-    active = sum(1 for p in ib if p.state == "ACTIVE")
-    return passed(f"{active} InfiniBand port(s) ACTIVE", lines + spare)
+    active = sum(1 for p in every if p.state == "ACTIVE")
+    layers = sorted({"RoCE" if p.roce else "InfiniBand" for p in every})
+    return passed(f"{active} {'/'.join(layers)} port(s) ACTIVE", lines + spare)
 
 
 @check(
     "network.ib.rate",
-    "InfiniBand rate",
+    "RDMA port rate",
     remediation="A port below its expected rate trained down: check the cable/transceiver "
     "(and its supported speed) and the switch port.",
 )
 @on_known_ports
 def ib_rate(facts: Facts, policy: Policy) -> Outcome:
-    active = [p for p in ports(facts, roce=False) if p.state == "ACTIVE"]
+    active = [p for p in rdma_ports(facts) if p.state == "ACTIVE"]
     if not active:
-        return skipped("no ACTIVE InfiniBand port")
+        return skipped("no ACTIVE InfiniBand or RoCE port")
+    rails = gpu_rails(facts)
     floor = policy.network.min_rate_gbps
-    slow = [
-        f"{name(p)}: {p.rate_text}"
-        for p in active
-        if p.rate_gbps is not None and p.rate_gbps < floor
-    ]
+    below = [p for p in active if p.rate_gbps is not None and p.rate_gbps < floor]
+    # A slow RoCE port off the GPUs' rails may be a front-end or storage NIC (every
+    # ConnectX in Ethernet mode is an RDMA device): a warning; InfiniBand and rails fail.
+    slow = [p for p in below if p.infiniband or p.device in rails]
+    other = [p for p in below if p not in slow]
+    shown = [f"{described(p, rails)}: {p.rate_text}" for p in slow + other]
     if slow:
-        return failed(f"{len(slow)} port(s) below {floor:g} Gb/s", slow)
+        return failed(f"{len(slow)} port(s) below {floor:g} Gb/s", shown)
+    if other:
+        return warned(
+            f"{len(other)} RoCE port(s) off the GPUs' rails below {floor:g} Gb/s",
+            shown,
+            remediation="If the port carries training traffic, check its cable/transceiver "
+            "and switch port; if it is a front-end or storage NIC, this is its speed.",
+        )
     rates = sorted({p.rate_text for p in active if p.rate_text})
     return passed(f"{len(active)} port(s) at ≥ {floor:g} Gb/s ({', '.join(rates)})")
 

@@ -444,9 +444,13 @@ def hca(
     mtu: int = 4092,
     v2_gid: bool = True,
     ipv4: str = "10.10.10.11",
+    pci: str = "",
 ) -> None:
-    """/sys/class/infiniband/<name>/ports/1 as mlx5 exposes it (InfiniBand NDR, or RoCE)."""
+    """/sys/class/infiniband/<name>/ports/1 as mlx5 exposes it (InfiniBand NDR, or RoCE);
+    `pci`: the PCI function its `device` link names."""
     base = f"/sys/class/infiniband/{name}"
+    if pci:
+        b.link(f"{base}/device", f"../../../{pci}")
     b.file(f"{base}/fw_ver", "28.39.1002\n").file(f"{base}/hca_type", "MT4129\n")
     port = f"{base}/ports/1"
     b.file(f"{port}/state", state + "\n").file(f"{port}/phys_state", phys + "\n")
@@ -627,13 +631,17 @@ def gpu_server(
     )
     b.command(list(LSPCI_ARGV), "".join(lspci))
     for i, name in enumerate(("mlx5_0", "mlx5_1")):
+        pci = f"0000:{0x19 + 0x40 * i:02x}:00.0"  # the ConnectX-7 beside GPU 0, and GPU 4
         if roce_mtu:  # a RoCE fabric: Ethernet link layer, GIDs, the netdev's MTU matters
             v2 = roce_addressed or roce_mtu >= 4200
             ipv4 = f"10.10.10.{11 + i}"
-            hca(b, name, f"ens{i + 1}f0np0", roce=True, mtu=roce_mtu, v2_gid=v2, ipv4=ipv4)
+            # A RoCE port whose net interface is down reads DOWN (Disabled).
+            phys = "3: Disabled" if ib_states[i].endswith("DOWN") else "5: LinkUp"
+            hca(b, name, f"ens{i + 1}f0np0", state=ib_states[i], phys=phys, roce=True,
+                mtu=roce_mtu, v2_gid=v2, ipv4=ipv4, pci=pci)  # fmt: skip
         else:
             phys = "2: Polling" if ib_states[i].endswith("DOWN") else "5: LinkUp"
-            hca(b, name, f"ib{i}", state=ib_states[i], phys=phys)
+            hca(b, name, f"ib{i}", state=ib_states[i], phys=phys, pci=pci)
     for name in ("eno1", "lo"):
         b.file(f"/sys/class/net/{name}/mtu", "1500\n")
     nvidia_driver(b, driver[0], ["nvidia_peermem"] if peermem else [])
@@ -706,6 +714,12 @@ def hgx_h100x8_ib_init(b: BundleBuilder) -> None:
 def hgx_h100x8_roce_mtu1500(b: BundleBuilder) -> None:
     """A RoCE fabric whose NIC netdevs were left at MTU 1500 and have no IPv4 (no v2 GID)."""
     gpu_server(b, "hgx-h100-07", roce_mtu=1500)
+
+
+def hgx_h100x8_roce_rail_down(b: BundleBuilder) -> None:
+    """A RoCE fabric (MTU 9000, RoCE v2 GIDs) whose second rail, the NIC beside GPU 4, is
+    DOWN (Disabled): GIDs and MTU are fine, the port is not."""
+    gpu_server(b, "hgx-h100-21", roce_mtu=9000, ib_states=("4: ACTIVE", "1: DOWN"))
 
 
 # The way an admin names the RoCE ports: one by its interface name, one by its MAC.
@@ -1018,6 +1032,7 @@ SCENARIOS = {
     "hgx-h100x8-ib-init": hgx_h100x8_ib_init,
     "hgx-h100x8-roce-mtu1500": hgx_h100x8_roce_mtu1500,
     "hgx-h100x8-roce-mtu-unset": hgx_h100x8_roce_mtu_unset,
+    "hgx-h100x8-roce-rail-down": hgx_h100x8_roce_rail_down,
     "hgx-h100x8-no-peermem": hgx_h100x8_no_peermem,
     "hgx-h100x8-hw-slowdown": hgx_h100x8_hw_slowdown,
     "hgx-h100x8-raid-degraded": hgx_h100x8_raid_degraded,
