@@ -1,14 +1,17 @@
-"""RDMA network checks: InfiniBand and RoCE port state and rate (the GPUs' rails named), RoCE GIDs and MTU, GPUDirect RDMA,
-error counters."""
+"""RDMA network checks: InfiniBand and RoCE port state and rate (the GPUs' rails named),
+RoCE GIDs and MTU, GPUDirect RDMA, error counters, NIC firmware."""
 
 from __future__ import annotations
 
 import functools
 
+from dldoctor.checks.firmware import Part, judge
+from dldoctor.checks.needs import gpu_words
 from dldoctor.checks.numa import shares_switch
 from dldoctor.checks.pci import endpoints, kind
 from dldoctor.facts import Facts
 from dldoctor.facts.kmod import modules
+from dldoctor.facts.net import nic_firmware
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import NVIDIA, pci_devices
 from dldoctor.facts.pcie import pcie_links
@@ -73,17 +76,6 @@ def rdma_ports(facts: Facts) -> list[RdmaPort]:
     return [*ports(facts, roce=False), *ports(facts, roce=True)]
 
 
-def gpu_words(indexes: list[int]) -> str:
-    """[0] -> "GPU 0"; [2, 3] -> "GPU 2-3"; [0, 2, 3] -> "GPU 0, 2-3"."""
-    runs: list[list[int]] = []
-    for i in sorted(set(indexes)):
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return "GPU " + ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
-
-
 def gpu_rails(facts: Facts) -> dict[str, str]:
     """RDMA device -> "GPU 2-3": the GPUs that share a PCIe switch with it (the NIC NCCL
     gives those GPUs). Naming only: a bus that cannot be read names no rail."""
@@ -137,7 +129,9 @@ def ib_state(facts: Facts, policy: Policy) -> Outcome:
     rails = gpu_rails(facts)
     wanted = set(policy.network.ib_ports)
     lines = [f"{described(p, rails)}: {state_words(p)}, {p.rate_text or '?'}" for p in every]
-    init = [f"{described(p, rails)} is INIT — no subnet manager" for p in every if p.state == "INIT"]
+    init = [
+        f"{described(p, rails)} is INIT — no subnet manager" for p in every if p.state == "INIT"
+    ]
     down_ports = [p for p in every if p.state not in ("ACTIVE", "INIT")]
     # The second port of a dual-port HCA is often left unplugged: a down port beside an
     # ACTIVE one is a note; a device with no ACTIVE port at all is a warning, and a failure
@@ -171,8 +165,9 @@ def ib_state(facts: Facts, policy: Policy) -> Outcome:
         # Without a list of expected ports, an unplugged port off the GPUs' rails may be on
         # purpose.
         return warned(
-            down[0] if len(down) == 1 else f"{len(down)} RDMA port(s) down (unused, or a cable "
-            "problem)",
+            down[0]
+            if len(down) == 1
+            else f"{len(down)} RDMA port(s) down (unused, or a cable " "problem)",
             down + lines,
             remediation="List the ports that must be up in the policy's "
             "[network] ib_ports; check cables of those that should be.",
@@ -363,3 +358,44 @@ def gpu_direct(facts: Facts, policy: Policy) -> Outcome:
     return passed(
         f"{gd.peermem} loaded for {len(gpus)} GPU(s) and {len(hcas)} RDMA device(s)", details
     )
+
+
+def nic_parts(facts: Facts) -> tuple[list[Part], list[str]]:
+    """Every RDMA device by its sysfs fw_ver (model: hca_type and board_id), and every other
+    physical NIC by `ethtool -i` (model: its driver and PCI id); the notes of what ethtool
+    did not answer."""
+    hcas = facts.get(rdma_devices)
+    parts = [
+        Part(d.name, " ".join(w for w in (d.hca_type, d.board_id) if w) or "?", d.fw_ver)
+        for d in hcas
+    ]
+    behind_hcas = {d.pci_address for d in hcas if d.pci_address}
+    found = facts.get(nic_firmware)
+    others = [n for n in found.nics if n.bus_info not in behind_hcas]
+    ids = {}
+    if any(n.bus_info for n in others):
+        ids = {d.address: f"{d.vendor}:{d.device}" for d in facts.get(pci_devices).devices}
+    for n in others:
+        model = " ".join(w for w in (n.driver, ids.get(n.bus_info, "")) if w) or "?"
+        parts.append(Part(n.interface, model, n.firmware))
+    return parts, list(found.notes)
+
+
+@check(
+    "network.firmware",
+    "NIC firmware",
+    remediation="Update the NIC's firmware to the version named (NVIDIA/Mellanox: "
+    "`mlxfwmanager -u` or `flint`; Intel: the NVM update tool; Broadcom: `niccli`), then "
+    "reset the NIC or reboot.",
+)
+def firmware(facts: Facts, policy: Policy) -> Outcome:
+    """RDMA HCAs and other physical NICs against [firmware] minimums; HCAs of one
+    hca_type/board_id (or NICs of one driver and PCI id) on other versions (mixed)."""
+    parts, notes = nic_parts(facts)
+    unread = facts.get(nic_firmware).unread
+    none = (
+        f"the firmware of {len(unread)} physical NIC(s) was not read ({', '.join(unread[:4])})"
+        if unread
+        else "no RDMA device or physical NIC"
+    )
+    return judge(parts, policy, what="NIC(s)", none=none, notes=notes)

@@ -1,19 +1,18 @@
 """Storage checks: software RAID, NVMe health, free space, data/checkpoint layout, network
-and parallel filesystems, firmware."""
+and parallel filesystems, NVMe firmware."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from dldoctor.checks.firmware import Part, judge
 from dldoctor.facts import Facts
 from dldoctor.facts.mdraid import MdadmDetail, MdArray, MemberMap, SyncProgress, md_raid, member_map
-from dldoctor.facts.rdma import rdma_devices
 from dldoctor.facts.storage import Space, mounts, netfs, nvme, space, space_fact
 from dldoctor.host.base import AnswerStatus
 from dldoctor.model import Outcome, Status, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
-from dldoctor.versions import at_least
 
 GIB = 1024**3
 READ_ONLY_FS = ("squashfs", "erofs", "iso9660", "cramfs", "udf")
@@ -466,24 +465,12 @@ def network_filesystems(facts: Facts, policy: Policy) -> Outcome:
 
 @check(
     "storage.firmware",
-    "Firmware",
-    remediation="Update the firmware named (vendor tools: nvme fw-download and fw-commit, "
-    "mlxfwmanager).",
+    "NVMe firmware",
+    remediation="Update the drive's firmware to the version named (the vendor's tool, or "
+    "`nvme fw-download` then `nvme fw-commit`; a reset or reboot activates it).",
 )
 def firmware(facts: Facts, policy: Policy) -> Outcome:
-    items = [(f"{d.name} {d.model}", d.model, d.firmware) for d in facts.get(nvme)]
-    items += [
-        (f"{h.name} {h.hca_type or h.board_id}", f"{h.hca_type} {h.board_id}", h.fw_ver)
-        for h in facts.get(rdma_devices)
-    ]
-    if not items:
-        return skipped("no NVMe drive or RDMA NIC")
-    old, lines = [], []
-    for what, model, version in items:
-        lines.append(f"{what}: firmware {version or '?'}")
-        for rule in policy.firmware.minimums:
-            if rule.match.lower() in model.lower() and at_least(version, rule.min_version) is False:
-                old.append(f"{what}: {version} older than {rule.min_version}")
-    if old:
-        return warned(f"{len(old)} device(s) below the policy's firmware", old + lines)
-    return passed(f"{len(items)} device(s)", lines)
+    """NVMe drives against [firmware] minimums, and drives of one model on other versions.
+    (RDMA NICs, judged here before, are `network.firmware`'s.)"""
+    parts = [Part(d.name, d.model, d.firmware) for d in facts.get(nvme)]
+    return judge(parts, policy, what="NVMe drive(s)", none="no NVMe drive")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from dldoctor.checks import network, thermal
+from dldoctor.checks import needs, network, thermal
 from dldoctor.facts import Facts
 from dldoctor.facts import gpu as g
 from dldoctor.facts.kmod import Modules, modules
@@ -141,8 +141,8 @@ def test_a_roce_port_off_the_gpu_rails_that_is_down_or_slow_only_warns():
 
 
 def test_gpu_ranges_are_written_short():
-    assert network.gpu_words([3, 2]) == "GPU 2-3"
-    assert network.gpu_words([0, 2, 3, 4, 7]) == "GPU 0, 2-4, 7"
+    assert needs.gpu_words([3, 2]) == "GPU 2-3"
+    assert needs.gpu_words([0, 2, 3, 4, 7]) == "GPU 0, 2-4, 7"
 
 
 def test_an_rdma_device_link_that_names_no_pci_function_places_it_nowhere(tmp_path):
