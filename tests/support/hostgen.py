@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from dldoctor.facts.acs import LSPCI_ARGV
+from dldoctor.facts.gds import GDSCHECK_ARGV
 from dldoctor.facts.limits import SYSTEMD_DEFAULTS_ARGV, SYSTEMD_UNITS_ARGV
 from dldoctor.facts.system import PATH_PYTHON_ARGV
 from dldoctor.nvml_probe import collect
@@ -730,6 +731,15 @@ def hgx_h100x8_mixed_firmware(b: BundleBuilder) -> None:
     )
 
 
+def hgx_h100x8_gds_compat_mode(b: BundleBuilder) -> None:
+    """GPUDirect Storage installed (NVIDIA's default /etc/cufile.json) but the nvidia_fs
+    module not loaded: cuFile falls back to compatibility mode, POSIX through bounce buffers."""
+    gpu_server(b, "hgx-h100-23")
+    default = (FIXTURES / "gds/cufile-nvidia-default-gds_sandbox.json").read_text()
+    b.file("/etc/cufile.json", default)
+    b.command(list(GDSCHECK_ARGV), status="not_installed", returncode=-1)
+
+
 def hgx_h100x8_roce_rail_down(b: BundleBuilder) -> None:
     """A RoCE fabric (MTU 9000, RoCE v2 GIDs) whose second rail, the NIC beside GPU 4, is
     DOWN (Disabled): GIDs and MTU are fine, the port is not."""
@@ -1048,6 +1058,7 @@ SCENARIOS = {
     "hgx-h100x8-roce-mtu-unset": hgx_h100x8_roce_mtu_unset,
     "hgx-h100x8-roce-rail-down": hgx_h100x8_roce_rail_down,
     "hgx-h100x8-mixed-firmware": hgx_h100x8_mixed_firmware,
+    "hgx-h100x8-gds-compat-mode": hgx_h100x8_gds_compat_mode,
     "hgx-h100x8-no-peermem": hgx_h100x8_no_peermem,
     "hgx-h100x8-hw-slowdown": hgx_h100x8_hw_slowdown,
     "hgx-h100x8-raid-degraded": hgx_h100x8_raid_degraded,
