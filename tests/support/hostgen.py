@@ -726,9 +726,7 @@ def hgx_h100x8_roce_mtu1500(b: BundleBuilder) -> None:
 def hgx_h100x8_mixed_firmware(b: BundleBuilder) -> None:
     """GPU 7 (a board swapped in) on an older VBIOS than its seven siblings, and the second
     ConnectX-7 missed by the last firmware update."""
-    gpu_server(
-        b, "hgx-h100-22", vbios={7: "96.00.61.00.01"}, hca_fw=("28.39.1002", "28.37.1014")
-    )
+    gpu_server(b, "hgx-h100-22", vbios={7: "96.00.61.00.01"}, hca_fw=("28.39.1002", "28.37.1014"))
 
 
 def hgx_h100x8_gds_compat_mode(b: BundleBuilder) -> None:
