@@ -175,3 +175,21 @@ def nic_firmware_none():
     from dldoctor.facts.net import NicFirmwares
 
     return NicFirmwares(notes=("ethtool -i: command not installed",))
+
+
+def test_an_ethtool_that_hangs_is_asked_once_and_said(tmp_path):
+    ice = (ETHTOOL / "ethq27-ice-e810.txt").read_text()
+    b = BundleBuilder(tmp_path / "hung")
+    for i, name in enumerate(("enp59s0f0", "enp59s0f1")):
+        b.link(f"/sys/class/net/{name}", f"../../devices/pci0000:3a/0000:3b:00.{i}/net/{name}")
+    b.command(["ethtool", "-i", "enp59s0f0"], status="timeout")
+    b.command(["ethtool", "-i", "enp59s0f1"], ice)
+    facts = Facts(ReplayHost(str(b.root)))
+    found = facts.get(nic_firmware)
+    assert found.nics == () and found.unread == ("enp59s0f0", "enp59s0f1")
+    outcome = network.firmware(Facts.given({rdma_devices: RdmaDevices(), nic_firmware: found}),
+                               Policy())  # fmt: skip
+    assert outcome.status == Status.SKIP
+    assert (
+        outcome.summary == "the firmware of 2 physical NIC(s) was not read (enp59s0f0, enp59s0f1)"
+    )
