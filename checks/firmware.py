@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dldoctor.checks.needs import gpu_words
-from dldoctor.model import Outcome, passed, skipped, warned
+from dldoctor.model import Outcome, errored, passed, skipped, warned
 from dldoctor.policy import Policy
 
 _PARENS = re.compile(r"\([^)]{0,200}\)")  # mlx5's ethtool adds the PSID: "(MT_0000000838)"
@@ -104,11 +104,18 @@ def below_minimums(parts: Iterable[Part], policy: Policy) -> tuple[list[str], li
 
 
 def judge(
-    parts: list[Part], policy: Policy, *, what: str, none: str, notes: Iterable[str] = ()
+    parts: list[Part],
+    policy: Policy,
+    *,
+    what: str,
+    none: str,
+    notes: Iterable[str] = (),
+    unread: Iterable[str] = (),
 ) -> Outcome:
     """The outcome of a firmware check over `parts` (`what`: "GPU(s)"; `none`: the skip;
-    `notes`: what could not be read, said last)."""
-    notes = list(notes)
+    `notes`: said last; `unread`: versions that failed to read, which turn a pass into an
+    error: the doctor could not look)."""
+    notes, unread = list(notes), list(unread)
     if not parts:
         return skipped(none, list(notes))
     lines = [f"{p.name} {p.model}: {p.version or 'not reported'}" for p in parts]
@@ -127,6 +134,10 @@ def judge(
             "missed by the last update (or swapped in since) behaves apart from its siblings. "
             "Update it to the version the others run, or set [firmware] allow_mixed during a "
             "staged rollout.",
+        )
+    if unread:
+        return errored(
+            f"the firmware of {len(unread)} part(s) could not be read", unread + unjudged + lines
         )
     versions = sorted({p.version for p in parts if p.version})
     shown = f": {', '.join(versions[:4])}" if versions else ": no version reported"

@@ -71,6 +71,10 @@ def name(p: RdmaPort) -> str:
     return f"{p.device}:{p.port}"
 
 
+# The kernel's names of a port's logical state (ib_port_state_str, drivers/infiniband).
+PORT_STATES = frozenset({"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"})
+
+
 def rdma_ports(facts: Facts) -> list[RdmaPort]:
     """Every InfiniBand and RoCE port: the state and rate checks judge both link layers."""
     return [*ports(facts, roce=False), *ports(facts, roce=True)]
@@ -132,7 +136,15 @@ def ib_state(facts: Facts, policy: Policy) -> Outcome:
     init = [
         f"{described(p, rails)} is INIT — no subnet manager" for p in every if p.state == "INIT"
     ]
-    down_ports = [p for p in every if p.state not in ("ACTIVE", "INIT")]
+    # A state that could not be read, or is none of the kernel's words, is no state: not a
+    # down port (its rail would fail on a failure to look).
+    unread = [
+        f"{described(p, rails)}: its state could not be read"
+        + (f" ({p.state[:40]!r})" if p.state else "")
+        for p in every
+        if p.state not in PORT_STATES
+    ]
+    down_ports = [p for p in every if p.state in PORT_STATES and p.state not in ("ACTIVE", "INIT")]
     # The second port of a dual-port HCA is often left unplugged: a down port beside an
     # ACTIVE one is a note; a device with no ACTIVE port at all is a warning, and a failure
     # when it is a GPU's rail (those GPUs' traffic crosses the host to another NIC, or stops).
@@ -159,7 +171,7 @@ def ib_state(facts: Facts, policy: Policy) -> Outcome:
     if wrong:
         return failed(
             wrong[0] if len(wrong) == 1 else f"{len(wrong)} RDMA port(s) not ACTIVE",
-            wrong + lines,
+            wrong + unread + lines,
         )
     if down:
         # Without a list of expected ports, an unplugged port off the GPUs' rails may be on
@@ -168,10 +180,13 @@ def ib_state(facts: Facts, policy: Policy) -> Outcome:
             down[0]
             if len(down) == 1
             else f"{len(down)} RDMA port(s) down (unused, or a cable " "problem)",
-            down + lines,
+            down + unread + lines,
             remediation="List the ports that must be up in the policy's "
             "[network] ib_ports; check cables of those that should be.",
         )
+    if unread:
+        return errored(unread[0] if len(unread) == 1 else f"the state of {len(unread)} RDMA "
+                       "port(s) could not be read", unread + lines)  # fmt: skip
     active = sum(1 for p in every if p.state == "ACTIVE")
     layers = sorted({"RoCE" if p.roce else "InfiniBand" for p in every})
     return passed(f"{active} {'/'.join(layers)} port(s) ACTIVE", lines + spare)
@@ -363,12 +378,14 @@ def gpu_direct(facts: Facts, policy: Policy) -> Outcome:
 def nic_parts(facts: Facts) -> tuple[list[Part], list[str]]:
     """Every RDMA device by its sysfs fw_ver (model: hca_type and board_id), and every other
     physical NIC by `ethtool -i` (model: its driver and PCI id); the notes of what ethtool
-    did not answer."""
+    did not answer; the fw_ver reads that failed."""
     hcas = facts.get(rdma_devices)
     parts = [
         Part(d.name, " ".join(w for w in (d.hca_type, d.board_id) if w) or "?", d.fw_ver)
         for d in hcas
     ]
+    # A fw_ver that did not answer (noted by the fact) is unknown, not "not reported".
+    unread = [f"{d.name}: {n}" for d in hcas if not d.fw_ver for n in d.notes if "fw_ver" in n]
     behind_hcas = {d.pci_address for d in hcas if d.pci_address}
     found = facts.get(nic_firmware)
     others = [n for n in found.nics if n.bus_info not in behind_hcas]
@@ -378,7 +395,7 @@ def nic_parts(facts: Facts) -> tuple[list[Part], list[str]]:
     for n in others:
         model = " ".join(w for w in (n.driver, ids.get(n.bus_info, "")) if w) or "?"
         parts.append(Part(n.interface, model, n.firmware))
-    return parts, list(found.notes)
+    return parts, list(found.notes), unread
 
 
 @check(
@@ -391,11 +408,11 @@ def nic_parts(facts: Facts) -> tuple[list[Part], list[str]]:
 def firmware(facts: Facts, policy: Policy) -> Outcome:
     """RDMA HCAs and other physical NICs against [firmware] minimums; HCAs of one
     hca_type/board_id (or NICs of one driver and PCI id) on other versions (mixed)."""
-    parts, notes = nic_parts(facts)
+    parts, notes, unread_fw = nic_parts(facts)
     unread = facts.get(nic_firmware).unread
     none = (
         f"the firmware of {len(unread)} physical NIC(s) was not read ({', '.join(unread[:4])})"
         if unread
         else "no RDMA device or physical NIC"
     )
-    return judge(parts, policy, what="NIC(s)", none=none, notes=notes)
+    return judge(parts, policy, what="NIC(s)", none=none, notes=notes, unread=unread_fw)

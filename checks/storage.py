@@ -19,7 +19,7 @@ from dldoctor.facts.storage import (
     space_fact,
 )
 from dldoctor.host.base import AnswerStatus
-from dldoctor.model import Outcome, Status, failed, passed, skipped, warned
+from dldoctor.model import Outcome, Status, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
 from dldoctor.versions import at_least
@@ -552,8 +552,9 @@ def gpudirect_storage(facts: Facts, policy: Policy) -> Outcome:
     bad, odd = [], []
     cufile = found.cufile or CufileConfig({})
     if found.cufile is not None and found.cufile.settings is None:
-        bad.append(f"{CUFILE_JSON} is not valid JSON ({found.cufile.error}): cuFile cannot "
-                   "read its settings")  # fmt: skip
+        # A warning: what the file holds is judged, and garbage is no proof of a fault.
+        odd.append(f"{CUFILE_JSON} is not valid JSON ({found.cufile.error[:80]}): cuFile "
+                   "cannot read its settings")  # fmt: skip
     compat = cufile.get("properties", "allow_compat_mode", True)
     if not found.nvidia_fs and compat is False:
         bad.append("nvidia_fs is not loaded and properties.allow_compat_mode is false: "
@@ -575,6 +576,12 @@ def gpudirect_storage(facts: Facts, policy: Policy) -> Outcome:
         if found.nvidia_fs and checked.drivers.get("NVMe") is False and facts.get(nvme):
             odd.append("gdscheck -p: NVMe Unsupported: GDS cannot reach the local NVMe drives")
     notes = gds_mounts(facts, cufile) + list(found.notes)
+    if not found.modules_readable and not bad:
+        # Whether nvidia_fs is loaded is the first thing to know: no verdict without it.
+        return errored(
+            "the loaded modules could not be read: whether nvidia_fs is loaded is unknown",
+            odd + lines[1:] + notes,
+        )
     if bad:
         return failed(bad[0] if len(bad) == 1 else f"{len(bad)} GPUDirect Storage faults",
                       bad + odd + lines + notes)  # fmt: skip

@@ -103,9 +103,9 @@ def test_compat_mode_off_without_the_module_fails():
     assert "every cuFile read and write fails" in outcome.summary
 
 
-def test_a_cufile_json_that_is_not_json_fails():
+def test_a_cufile_json_that_is_not_json_warns():
     outcome = judged(loaded(cufile=parse_cufile('{"properties": {,}')))
-    assert outcome.status == Status.FAIL and "is not valid JSON" in outcome.summary
+    assert outcome.status == Status.WARN and "is not valid JSON" in outcome.summary
 
 
 def test_gdscheck_minimum_and_nvme_support():

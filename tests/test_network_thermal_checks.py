@@ -246,3 +246,10 @@ def test_a_port_the_kernel_calls_unknown_is_neither_ib_nor_roce_and_no_error():
     unread = devices(dataclasses.replace(ib(state="DOWN"), link_layer=UNREAD))
     outcome = network.ib_state(Facts.given({rdma_devices: unread}), Policy())
     assert outcome.status == Status.ERROR and "could not be read (mlx5_0:1)" in outcome.summary
+
+
+def test_a_port_state_that_could_not_be_read_is_an_error_not_a_down_rail():
+    unread = Facts.given({rdma_devices: RdmaDevices((roce_hca("mlx5_2", state="", phys=""),))})
+    outcome = network.ib_state(unread, Policy())
+    assert outcome.status == Status.ERROR
+    assert outcome.summary == "mlx5_2:1 (RoCE): its state could not be read"
