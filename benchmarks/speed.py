@@ -4,10 +4,10 @@
     .venv/bin/python benchmarks/speed.py [--runs 15] [--only side-by-side,replay,hang,diff]
 
 1. side-by-side: `dldoctor --check --json` against `inxi -F` on this machine, in interleaved
-   pairs (both see the same load and page cache), median wall time of each and the ratio,
+   rounds (each sees the same load and page cache), median wall time of each and the ratio,
    and the CPU seconds (user + sys) each used, its children included: on a loaded machine
    the wall time is noise, the CPU time much less so. Skipped, saying so, when inxi is not
-   installed.
+   installed. `--against DLDOCTOR` adds another build to the same rounds (before / after).
 2. replay: generated HGX bundles with 8/16/32/64/128 GPUs (tests/support/hostgen.py's
    `gpu_server`, built into a temporary folder), median wall time of
    `dldoctor --from BUNDLE --check --json` each, and the cost of one more GPU.
@@ -111,41 +111,46 @@ def table(rows: list[tuple[str, ...]]) -> None:
 # --- 1. against inxi -F -----------------------------------------------------------------
 
 
-def side_by_side(runs: int, warmup: int) -> None:
-    print("\n== dldoctor --check --json vs inxi -F (interleaved pairs)")
+def side_by_side(runs: int, warmup: int, against: str | None = None) -> None:
+    print("\n== dldoctor --check --json vs inxi -F (interleaved rounds)")
     inxi = shutil.which("inxi")
     if inxi is None:
         print("  inxi not installed: skipped (apt-get install inxi)")
         return
-    ours = [*dldoctor_cmd(), "--check", "--json"]
-    theirs = [inxi, "-F"]
+    cmds = {"dldoctor --check --json": [*dldoctor_cmd(), "--check", "--json"]}
+    if against:  # another build (a checkout of the commit before a change), same rounds
+        cmds[f"{against} --check --json"] = [against, "--check", "--json"]
+    cmds["inxi -F"] = [inxi, "-F"]
     for _ in range(warmup):
-        wall(ours), wall(theirs)
-    measured: dict[str, list[tuple[float, float, int]]] = {"ours": [], "theirs": []}
+        for cmd in cmds.values():
+            wall(cmd)
+    measured: dict[str, list[tuple[float, float, int]]] = {name: [] for name in cmds}
     loads = []
     for i in range(runs):
-        # Alternate which goes first, so neither always runs right after the other.
-        order = ("ours", "theirs") if i % 2 == 0 else ("theirs", "ours")
-        for side in order:
-            measured[side].append(wall_and_cpu(ours if side == "ours" else theirs))
+        # Rotate which goes first, so none always runs right after another.
+        names = list(cmds)
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            measured[name].append(wall_and_cpu(cmds[name]))
         loads.append(os.getloadavg()[0])
-    a, b = [m[0] for m in measured["ours"]], [m[0] for m in measured["theirs"]]
-    ca, cb = [m[1] for m in measured["ours"]], [m[1] for m in measured["theirs"]]
-    codes = sorted({m[2] for m in measured["ours"]})
-    ma, mb = statistics.median(a), statistics.median(b)
-    table(
-        [
-            ("command", "wall median", "min", "max", "CPU median", "CPU min"),
-            ("dldoctor --check --json", ms(ma), ms(min(a)), ms(max(a)),
-             ms(statistics.median(ca)), ms(min(ca))),
-            ("inxi -F", ms(mb), ms(min(b)), ms(max(b)), ms(statistics.median(cb)), ms(min(cb))),
-        ]
-    )  # fmt: skip
-    print(
-        f"  ratio inxi / dldoctor: {mb / ma:.2f}x wall, "
-        f"{statistics.median(cb) / statistics.median(ca):.2f}x CPU  ({runs} pairs, load "
-        f"{statistics.median(loads):.1f} on {os.cpu_count()} CPUs, dldoctor exit {codes})"
-    )
+    rows = [("command", "wall median", "min", "max", "CPU median", "CPU min")]
+    for name, m in measured.items():
+        w, c = [x[0] for x in m], [x[1] for x in m]
+        rows.append((name, ms(statistics.median(w)), ms(min(w)), ms(max(w)),
+                     ms(statistics.median(c)), ms(min(c))))  # fmt: skip
+    table(rows)
+    theirs = measured["inxi -F"]
+    for name, m in measured.items():
+        if name == "inxi -F":
+            continue
+        wall_ratio = statistics.median(t[0] for t in theirs) / statistics.median(x[0] for x in m)
+        cpu_ratio = statistics.median(t[1] for t in theirs) / statistics.median(x[1] for x in m)
+        # Each round's own ratio too: both ran under that round's load.
+        paired = statistics.median(t[0] / x[0] for t, x in zip(theirs, m, strict=True))
+        print(
+            f"  inxi / {name.split(' --')[0]}: {wall_ratio:.2f}x wall (median of the rounds' "
+            f"ratios {paired:.2f}x), {cpu_ratio:.2f}x CPU; exit {sorted({x[2] for x in m})}"
+        )
+    print(f"  ({runs} rounds, load {statistics.median(loads):.1f} on {os.cpu_count()} CPUs)")
 
 
 # --- 2. the replay curve -----------------------------------------------------------------
@@ -293,6 +298,12 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=15, help="timed runs (pairs) per figure")
     p.add_argument("--warmup", type=int, default=2, help="runs not counted (page cache, .pyc)")
     p.add_argument("--only", default="side-by-side,replay,hang,diff", help="parts, comma-separated")
+    p.add_argument(
+        "--against",
+        metavar="DLDOCTOR",
+        help="side-by-side: another dldoctor executable (say, the previous commit's venv), "
+        "measured in the same rounds",
+    )
     ns = p.parse_args()
     parts = {s.strip() for s in ns.only.split(",") if s.strip()}
     unknown = parts - {"side-by-side", "replay", "hang", "diff"}
@@ -302,7 +313,7 @@ def main() -> int:
     print(f"date     {time.strftime('%Y-%m-%d %H:%M %Z')}")
     print(f"command  {' '.join(dldoctor_cmd())}")
     if "side-by-side" in parts:
-        side_by_side(ns.runs, ns.warmup)
+        side_by_side(ns.runs, ns.warmup, ns.against)
     if "replay" in parts:
         replay_curve(ns.runs, ns.warmup)
     if "hang" in parts:

@@ -15,7 +15,8 @@
    finding is sent to the terminal (and of it, importing Textual and the app), full
    redraws of the findings tree per run, and the main thread's CPU per key.
 
-Figures only: nothing passes or fails. Needs tmux (says so and skips without it).
+Figures only: nothing passes or fails. Needs tmux (says so and skips without it). Every key
+a user presses, on the 8-GPU bundle and while a read hangs, is benchmarks/tui_keys.py.
 """
 
 from __future__ import annotations

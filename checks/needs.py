@@ -3,7 +3,8 @@ NUMA nodes, a readable kernel log, a GPU on the bus.
 
 A need is a function of the facts that answers what the check needs, or the Outcome that
 stands instead of the check's (a skip that says why). `@needs(a, b)` asks them in order when
-the check is called, and hands their answers to the check after `(facts, policy)`:
+the check is called, and hands their answers to the check after `(facts, policy)` (a need
+marked `takes_policy` is called with the policy too: dldoctor.active.gpus.idle_gpus):
 
     @check("gpu.ecc.mode", "ECC mode", requires=nvidia_gpus)
     @needs(reporting_gpus("ecc_current", nobody="no GPU reports an ECC mode", what="..."))
@@ -52,7 +53,10 @@ def needs(*wants: Need) -> Callable[[Callable[..., Outcome]], Callable[..., Outc
         def judge(facts: Facts, policy) -> Outcome:
             given = []
             for want in wants:
-                answer = want(facts)
+                # A need that judges by the policy too (`takes_policy`, e.g. the active
+                # tier's idle_gpus: --force) is handed it.
+                policed = getattr(want, "takes_policy", False)
+                answer = want(facts, policy) if policed else want(facts)
                 if isinstance(answer, Outcome):
                     return answer
                 given.append(answer)

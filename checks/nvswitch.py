@@ -11,7 +11,7 @@ from collections import defaultdict
 from dldoctor.facts import FactFailed, Facts
 from dldoctor.facts.pci import pci_devices
 from dldoctor.facts.sxid import SXID_FATAL, SXID_IGNORE, SxidEvent, sxid_events
-from dldoctor.host.base import ProbeFailed
+from dldoctor.host.base import NotCaptured, ProbeFailed
 from dldoctor.model import Outcome, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
@@ -59,6 +59,18 @@ def _advice(groups: list[list[SxidEvent]]) -> str:
     return "; ".join(f"SXid {', '.join(sorted(set(n)))}: {a}" for a, n in seen.items()) + "."
 
 
+def _switches(facts: Facts, *, told: bool) -> list | None:
+    """The NVSwitches on the bus; None when the log already `told` of SXid events and the
+    device list is not in the capture read (a bug report without lspci): the events are
+    the verdict, the list only says whether a quiet log means anything."""
+    try:
+        return facts.get(pci_devices).nvswitches
+    except NotCaptured:
+        if told:
+            return None
+        raise
+
+
 @check(
     "gpu.nvswitch.sxid",
     "NVSwitch SXid errors",
@@ -67,15 +79,15 @@ def _advice(groups: list[list[SxidEvent]]) -> str:
     "in the Fabric Manager user guide's SXid list; repeated ones on one link point at it.",
 )
 def sxid_errors(facts: Facts, policy: Policy) -> Outcome:
-    switches = facts.get(pci_devices).nvswitches
     try:
         log = facts.get(sxid_events)
     except (ProbeFailed, FactFailed) as exc:
-        if switches:
+        if facts.get(pci_devices).nvswitches:
             raise
         # Without a switch the log is only looked at for lines sysfs cannot explain: a log
         # that could not be read is then no reason to fail to answer.
         return skipped(NO_SWITCH, (f"kernel log not read: {exc}",))
+    switches = _switches(facts, told=log.readable and bool(log.events))
     if not log.readable:
         return skipped("the kernel log is not readable" if switches else NO_SWITCH, log.notes)
     if not switches and not log.events:
@@ -85,7 +97,9 @@ def sxid_errors(facts: Facts, policy: Policy) -> Outcome:
     recent = [e for e in log.events if e.age_s is None or e.age_s <= window_s]
     older = len(log.events) - len(recent)
     notes = [f"{older} older SXid event(s) outside the {hours} window"] if older else []
-    if not switches:  # lines from a switch sysfs does not show: a VM or container view
+    if switches is None:
+        notes.append("the PCI device list was not captured: the switches are named by the log")
+    elif not switches:  # lines from a switch sysfs does not show: a VM or container view
         notes.append(f"{NO_SWITCH} as read here, yet the kernel log has SXid lines")
     notes += log.notes
     groups = _groups(recent)
@@ -97,6 +111,7 @@ def sxid_errors(facts: Facts, policy: Policy) -> Outcome:
             f"{count} fatal SXid event(s) in the last {hours}: {_named(fatal)}",
             lines,
             remediation=_advice(fatal),
+            rests_on=(sxid_events,),
         )
     other = [g for g in groups if g[0].verdict != SXID_IGNORE]
     if other:
@@ -105,6 +120,7 @@ def sxid_errors(facts: Facts, policy: Policy) -> Outcome:
             f"{count} SXid event(s) in the last {hours}, none fatal: {_named(other)}",
             lines,
             remediation=_advice(other),
+            rests_on=(sxid_events,),
         )
     on = f" on {len(switches)} NVSwitch(es)" if switches else ""
     ignored = f", {len(recent)} ignorable" if recent else ""

@@ -19,6 +19,7 @@ from dldoctor.facts.pcie import (
     pcie_links,
 )
 from dldoctor.facts.system import container
+from dldoctor.host.base import NotCaptured
 from dldoctor.model import Outcome, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
@@ -198,14 +199,19 @@ def link_speed(facts: Facts, policy: Policy) -> Outcome:
 def bandwidth_limited(facts: Facts, policy: Policy, found: BandwidthLimits) -> Outcome:
     if not found.limits:
         return passed("the kernel reported no PCIe bandwidth limits this boot", found.notes)
-    links = facts.get(pcie_links)
+    # The kernel's lines are the verdict; the links only tell a slot slower than its card
+    # (as wired) from a link trained down, and a capture may lack them (a bug report).
+    try:
+        links = facts.get(pcie_links)
+    except NotCaptured:
+        links = None
     narrowed, by_slot = [], []
     for x in found.limits:
         line = (
             f"{x.device}: {x.available_gbps:g} of {x.capable_gbps:g} Gb/s, limited by the "
             f"{x.limited_by_gts or '?'} GT/s x{x.limited_by_width} link at {x.at}"
         )
-        port = links.get(x.at)
+        port = links.get(x.at) if links is not None else None
         # The limiting port runs at its own maximum: the slot is slower than the card.
         at_max = bool(
             port is not None
@@ -215,9 +221,12 @@ def bandwidth_limited(facts: Facts, policy: Policy, found: BandwidthLimits) -> O
             and (x.limited_by_gts or 0) >= port.max_gts
         )
         (by_slot if at_max else narrowed).append(line)
+    unknown = ["the PCIe links were not captured: a slot slower than its card looks alike"]
     if narrowed:
         return warned(
-            f"{len(narrowed)} device(s) came up with limited PCIe bandwidth", narrowed + by_slot
+            f"{len(narrowed)} device(s) came up with limited PCIe bandwidth",
+            narrowed + by_slot + (unknown if links is None else []),
+            rests_on=(bandwidth_limits,),
         )
     return passed(f"{len(by_slot)} device(s) limited by their slot, as wired", by_slot)
 

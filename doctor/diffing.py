@@ -14,11 +14,12 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from dldoctor import keyfacts
 from dldoctor.exitcodes import ExitCode
+from dldoctor.figures import change, signed_percent
 from dldoctor.inventory import Inventory
 from dldoctor.keyfacts import KeyValue
 from dldoctor.policy import Policy
@@ -28,6 +29,11 @@ FORMAT_VERSION = 1
 UNKNOWN = "unknown"  # the fact raised, or its source could not be read
 ABSENT = "absent"  # the item (a GPU, a port, a drive) is not there on that side
 MAX_REPORT_BYTES = 64 * 1024 * 1024
+# A measured figure that moved by more than this fraction, either way, is a difference. The
+# active tier's tests repeat within a few per cent on a healthy host (a GEMM or a copy to
+# 1-2 %, fio a few); 10 % is the judge's own line for a straggler (perf.straggler 0.90): a
+# host that lost as much against its own past as a straggler against its siblings.
+FIGURE_CHANGE = 0.10
 # A report made before the inventory existed holds no key facts to compare.
 NO_INVENTORY = (
     "key facts were not compared: {paths} {hold} no inventory (a report from an older dldoctor)"
@@ -72,6 +78,22 @@ class Side:
     findings: dict[str, dict]  # id -> {"id", "title", "status", "summary"}
     facts: dict[str, DiffValue] | None  # None: a report without an inventory
     labels: dict[str, str]
+    # (check id, subject, what, unit) -> value: the active tier's measurements
+    figures: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+
+
+def figure_table(rows: Iterable[tuple[str, str, str, str, float]]) -> dict:
+    """{(check, subject, what, unit): value}; a key twice keeps its first."""
+    table: dict[tuple[str, str, str, str], float] = {}
+    for check, subject, what, unit, value in rows:
+        table.setdefault((check, subject, what, unit), value)
+    return table
+
+
+def _figures_of(findings) -> dict:
+    return figure_table(
+        (f.id, g.subject, g.what, g.unit, g.value) for f in findings for g in f.figures
+    )
 
 
 def finding_table(findings: Sequence[dict]) -> dict[str, dict]:
@@ -90,16 +112,24 @@ def _host_side(path: str, host, policy: Policy) -> Side:
     from dldoctor.registry import builtin_checks, ordered
 
     # Built-in checks only, under the built-in policy unless --policy names the site's:
-    # a diff compares hosts, not settings.
-    report = diagnose(host, policy, ordered(builtin_checks()))
+    # a diff compares hosts, not settings. A bundle taken with --active replays its
+    # measurements, whose figures are compared; their skips (not measured) say nothing of
+    # the host and are left out.
+    specs = ordered(builtin_checks(active=host.holds_measurements))
+    measuring = {s.id for s in specs if s.active}
+    report = diagnose(host, policy, specs)
+    findings = [
+        f for f in report.findings if f.id not in measuring or f.figures or f.status.value != "skip"
+    ]
     inventory = Inventory.from_dict(report.inventory)
     return Side(
         path,
         "bundle" if host.kind == "replay" else host.kind,  # or "sosreport", "nvidia-bug-report"
         report.host,
-        finding_table([f.to_dict() for f in report.findings]),
+        finding_table([f.to_dict() for f in findings]),
         read_key_facts(inventory),
         keyfacts.gpu_labels(inventory),
+        _figures_of(findings),
     )
 
 
@@ -128,8 +158,9 @@ def _report_side(path: str) -> Side:
             )
     if not isinstance(report.host, dict):
         raise DiffInputError(f"{path} is not a dldoctor report: its host is not an object")
+    figures = _figures_of(report.findings)
     if not report.inventory:  # made before the inventory existed
-        return Side(path, "report", report.host, finding_table(findings), None, {})
+        return Side(path, "report", report.host, finding_table(findings), None, {}, figures)
     inventory = Inventory.from_dict(report.inventory)
     return Side(
         path,
@@ -138,6 +169,7 @@ def _report_side(path: str) -> Side:
         finding_table(findings),
         read_key_facts(inventory),
         keyfacts.gpu_labels(inventory),
+        figures,
     )
 
 
@@ -200,17 +232,45 @@ def compare(a: Side, b: Side) -> dict:
     only_b = [fb for key, fb in b.findings.items() if key not in a.findings]
     compared = a.facts is not None and b.facts is not None
     facts = _fact_changes(a, b) if compared else []
+    figures = figure_changes(a.figures, b.figures)
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "equivalent": not (changed or only_a or only_b or facts),
+        "equivalent": not (changed or only_a or only_b or facts or figures),
         "a": _side_summary(a),
         "b": _side_summary(b),
         "facts_compared": compared,
         "facts_not_compared": None if compared else _not_compared(a, b),
         "findings": {"changed": changed, "only_in_a": only_a, "only_in_b": only_b},
         "facts": facts,
+        "figure_change": FIGURE_CHANGE,
+        "figures": figures,
     }
+
+
+def figure_changes(a: Mapping[tuple, float], b: Mapping[tuple, float]) -> list[dict]:
+    """The figures measured alike on both sides (same check, part, figure and unit) that
+    moved by more than FIGURE_CHANGE, the largest change first."""
+    rows = []
+    for key, va in a.items():
+        vb = b.get(key)
+        moved = None if vb is None else change(va, vb)
+        if moved is not None and abs(moved) > FIGURE_CHANGE:
+            check, subject, what, unit = key
+            rows.append({"check": check, "subject": subject, "what": what, "unit": unit,
+                         "a": va, "b": vb, "change": round(moved, 4)})  # fmt: skip
+    return sorted(rows, key=lambda r: -abs(r["change"]))
+
+
+def figure_line(row: Mapping) -> str:
+    """ "perf.gpu.memory GPU 3 hbm_copy 2610 GB/s -> 1409 GB/s (-46 %)" """
+    from dldoctor.active.judge import amount
+
+    a, b = amount(row["a"], row["unit"]), amount(row["b"], row["unit"])
+    return (
+        f"{row['check']} {row['subject']} {row['what']} {a} -> {b} "
+        f"({signed_percent(row['change'])})"
+    )
 
 
 def _not_compared(a: Side, b: Side) -> str:
@@ -278,13 +338,16 @@ def render_text(doc: dict) -> str:
     if doc["facts"]:
         lines += ["", "Key facts"]
         lines += [f"  {r['label']}: {r['a']} -> {r['b']}" for r in doc["facts"]]
+    if doc["figures"]:
+        lines += ["", f"Figures (changed by more than {doc['figure_change'] * 100:.0f} %)"]
+        lines += [f"  {figure_line(r)}" for r in doc["figures"]]
     if not doc["facts_compared"]:
         lines += ["", doc["facts_not_compared"][0].upper() + doc["facts_not_compared"][1:]]
     return "\n".join(lines) + "\n"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dldoctor.cli.shared import Parser, add_request_arguments
+    from dldoctor.cli.shared import Parser, add_active_arguments, add_request_arguments
 
     p = Parser(
         prog="dldoctor diff",
@@ -307,6 +370,14 @@ def build_parser() -> argparse.ArgumentParser:
             "--deadline": "each bundle's diagnosis ends by then (default 20)",
         },
         refused={"--from": "the inputs of a diff are A and B"},
+    )
+    add_active_arguments(
+        p,
+        refused={
+            "--active": "a diff compares what A and B recorded: a bundle taken with --active "
+            "replays its measurements",
+            "--force": "a diff measures nothing",
+        },
     )
     return p
 

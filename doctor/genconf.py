@@ -34,7 +34,12 @@ WHY_UNKNOWN = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dldoctor.cli.shared import Parser, add_request_arguments, add_selection_arguments
+    from dldoctor.cli.shared import (
+        Parser,
+        add_active_arguments,
+        add_request_arguments,
+        add_selection_arguments,
+    )
 
     p = Parser(
         prog="dldoctor genconf",
@@ -49,6 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
         p, helps={"--policy": "the policy that judges whether the host is healthy"}
     )
     p.add_argument("--root", metavar="DIR", help="read files under DIR instead of /")
+    # genconf's --force is its own (write anyway): the active tier's is left out.
+    add_active_arguments(
+        p,
+        helps={"--active": "also run the measuring checks: a host that fails one is not "
+               "healthy (docs/active.md)"},
+        only=("--active",),
+    )  # fmt: skip
     add_selection_arguments(p)
     p.add_argument(
         "--force",
@@ -108,7 +120,58 @@ def render(report: Report, *, recorded: str = "") -> str:
     out = _header(report, recorded)
     for section in (_gpu, _cuda, _network, _pci, _raid, _mounts, _firmware):
         out += ["", *section(inv, why)]
+    perf = _perf(report)
+    if perf:  # only a run with --active measured anything
+        out += ["", *perf]
     return "\n".join(out) + "\n"
+
+
+def _perf(report: Report) -> list[str]:
+    """The figures this host measured as `[[perf.references]]`: per figure name, the
+    median of its parts with no subject, so that it holds on every node (GPU 3 here is
+    not GPU 3 there, and a pin per part would hold each node to this one's noise); the
+    floor, `perf.floor`, then fails a slow part. A volume is pinned by its mount point,
+    the same path on every node, as volumes of one host are not alike (an NVMe RAID and
+    an NFS home)."""
+    from statistics import median
+
+    from dldoctor.figures import LOWER_IS_BETTER
+
+    parts: dict[tuple[str, str], list] = {}
+    checks: dict[str, str] = {}
+    for f in report.findings:
+        for g in f.figures:
+            subject = g.subject if g.subject.startswith("/") else ""
+            parts.setdefault((g.what, subject), []).append(g)
+            checks.setdefault(g.what, f.id)
+    if not parts:
+        return []
+    lines = [
+        "# What this host measured (--active), as the site's own references: each the",
+        "# median of its parts; a part below perf.floor (default 0.85) of it fails, one",
+        "# below perf.straggler (default 0.90) of its siblings' median warns.",
+    ]
+    for (what, subject), figures in parts.items():
+        value = median(g.value for g in figures)
+        unit = figures[0].unit
+        if not value > 0 or any(g.unit != unit for g in figures):
+            lines.append(_comment(f"{what} not pinned: its figures are not one positive unit"))
+            continue
+        if unit in LOWER_IS_BETTER:
+            lines.append(
+                _comment(f"{what} not pinned: a time ({unit}), and a reference is a floor")
+            )
+            continue
+        low, high = min(g.value for g in figures), max(g.value for g in figures)
+        of = f"{subject}" if subject else f"median of {len(figures)} part(s), {low:g}-{high:g}"
+        lines += [
+            "[[perf.references]]",
+            f"what = {basic_string(what)}  " + _comment(f"{unit}, {of} ({checks[what]})"),
+            f"value = {float(value)!r}",
+        ]
+        if subject:
+            lines.append(f"subject = {basic_string(subject)}")
+    return lines
 
 
 def _header(report: Report, recorded: str) -> list[str]:
@@ -188,7 +251,7 @@ def _network(inv: dict[str, Any], why: dict[str, str]) -> list[str]:
         f"ib_ports = [{', '.join(basic_string(_port(p)) for p in ib)}]",
     ]
     rates = [p.get("rate_gbps") for p in ib]
-    if all(isinstance(r, (int, float)) for r in rates):
+    if all(isinstance(r, int | float) for r in rates):
         lines += [
             "# the slowest of them; a port that trains lower fails",
             f"min_rate_gbps = {float(min(rates))!r}",

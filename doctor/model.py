@@ -135,11 +135,22 @@ class Outcome:
     remediation: str | None = None  # replaces the check's default remediation
     fixes: tuple[str, ...] | None = None  # replaces the check's default fix ids
     figures: tuple[Figure, ...] = ()  # what a measuring check measured
+    # The facts this verdict rests on, where the check read others too (dldoctor.facts'
+    # Fact objects). Empty: all it read. A foreign capture that lacks an answer of the
+    # others does not undo it (runner, docs/foreign-inputs.md): a fatal SXid in the kernel
+    # log is a verdict whether or not the PCI device list was captured.
+    rests_on: tuple[Any, ...] = ()
 
 
 def _outcome(status: Status):
     def make(
-        summary: str, details=(), *, remediation: str | None = None, fixes=None, figures=()
+        summary: str,
+        details=(),
+        *,
+        remediation: str | None = None,
+        fixes=None,
+        figures=(),
+        rests_on=(),
     ) -> Outcome:
         return Outcome(
             status,
@@ -148,6 +159,7 @@ def _outcome(status: Status):
             remediation,
             None if fixes is None else tuple(fixes),
             tuple(figures),
+            tuple(rests_on),
         )
 
     make.__name__ = status.name.lower()

@@ -1,6 +1,7 @@
 """One run of dldoctor as its command line asked for it: which host, under which policy,
 which checks, by when. Built once by request_from, from any command's parsed arguments
-(dldoctor.cli.shared.add_request_arguments gives every command the same four options),
+(dldoctor.cli.shared.add_request_arguments gives every command the same four options,
+add_active_arguments the active tier's --active and --force where they mean something),
 and handed to the command: --check, the app, snapshot, diff, fix, genconf,
 slurm-healthcheck, fleet (docs/architecture.md, "A request's path").
 
@@ -59,8 +60,16 @@ def request_from(args: argparse.Namespace, *, started: float | None = None) -> R
     bundle, root = given.get("bundle"), given.get("root")
     if bundle and root:
         raise UsageError("--from and --root cannot be used together")
+    # The active tier's --force (dest `force_measure`: `fix` and `genconf` have a --force
+    # of their own, which must never let a measurement load busy GPUs).
+    active, force = bool(given.get("active")), bool(given.get("force_measure"))
+    if force and not active:
+        raise UsageError(
+            "--force: only with --active (it lets the measuring checks load GPUs that "
+            "other processes use)"
+        )
     return Request(
-        policy=forced(policy, bool(given.get("force"))),
+        policy=forced(policy, force),
         policy_source=source,
         policy_path=given.get("policy"),
         bundle=bundle or None,
@@ -71,8 +80,8 @@ def request_from(args: argparse.Namespace, *, started: float | None = None) -> R
         deadline=given.get("deadline"),
         strict=bool(given.get("strict")),
         no_plugins=bool(given.get("no_plugins")),
-        active=bool(given.get("active")),
-        force=bool(given.get("force")),
+        active=active,
+        force=force,
         started=time.monotonic() if started is None else started,
     )
 

@@ -8,7 +8,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dldoctor.facts import Fact, FactFailed, Facts
@@ -96,12 +96,16 @@ def _crashed(what: str, exc: Exception) -> Outcome:
     )
 
 
-def _unmet(spec: CheckSpec, view: _CheckFacts) -> Outcome | None:
-    """The outcome of the first of the check's requirements that stops it, or None."""
+def _unmet(spec: CheckSpec, view: _CheckFacts, policy: Policy) -> Outcome | None:
+    """The outcome of the first of the check's requirements that stops it, or None. A
+    need of `checks.needs` marked `takes_policy` may stand as one: it is asked with the
+    policy too, and what it answers other than an Outcome means "go on"."""
     for need in spec.requires:
         try:
-            outcome = need(view)
-            if outcome is not None:
+            outcome = need(view, policy) if getattr(need, "takes_policy", False) else need(view)
+            if isinstance(outcome, Outcome) or (
+                outcome is not None and not getattr(need, "takes_policy", False)
+            ):
                 return _valid(outcome)
         except (ProbeFailed, FactFailed):
             raise  # an error finding, as when the check's own fact fails
@@ -118,24 +122,38 @@ def _uncaptured(outcome: Outcome, evidence: Sequence[Evidence], facts: Facts) ->
     host: a verdict (often "absent"), an error or a reason to skip ("no sensors exposed")
     alike. It becomes a skip that says what was not captured. (A fact that took what it
     needed from another answer takes the uncaptured one out of its evidence:
-    FactContext.replaced.) A live host and a dldoctor bundle never answer `not_captured`."""
-    missing = list(
+    FactContext.replaced.) An outcome that names the facts it rests on (`rests_on`) is
+    judged by their answers alone: what else the check read and the capture lacks becomes
+    a line of its details. A live host and a dldoctor bundle never answer `not_captured`."""
+    decisive = evidence
+    if outcome.rests_on:
+        decisive = [e for f in outcome.rests_on for e in facts.evidence(f)]
+    missing = _missing(decisive, facts)
+    if missing:
+        return Outcome(Status.SKIP, missing[0], (*missing[1:6], NOT_JUDGED))
+    aside = _missing(evidence, facts) if outcome.rests_on else []
+    if not aside:
+        return outcome
+    said = tuple(f"not needed for this verdict, {why}" for why in aside[:5])
+    return replace(outcome, details=(*outcome.details, *said))
+
+
+def _missing(evidence: Iterable[Evidence], facts: Facts) -> list[str]:
+    """Why each answer of `evidence` that a foreign capture lacks is missing, once each."""
+    return list(
         dict.fromkeys(
             facts.uncaptured_reason(e.op, e.key)
             for e in evidence
             if e.status == AnswerStatus.NOT_CAPTURED
         )
     )
-    if not missing:
-        return outcome
-    return Outcome(Status.SKIP, missing[0], (*missing[1:6], NOT_JUDGED))
 
 
 def run_check(spec: CheckSpec, facts: Facts, policy: Policy) -> Finding:
     view = _CheckFacts(facts)
     start = time.monotonic()
     try:
-        outcome = _unmet(spec, view) or _valid(spec.fn(view, policy))
+        outcome = _unmet(spec, view, policy) or _valid(spec.fn(view, policy))
     except NotCaptured as exc:
         answer = exc.answer  # what is missing, even where a fact gave it in its own words
         view.evidence.append(Evidence(answer.op, answer.key, answer.status))

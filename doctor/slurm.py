@@ -23,6 +23,7 @@ from dldoctor.cli.guard import guard_deadline
 from dldoctor.cli.shared import (
     Parser,
     UsageError,
+    add_active_arguments,
     add_request_arguments,
     add_selection_arguments,
     write_output,
@@ -44,6 +45,14 @@ MAX_REASON_CHARS = 256
 # slurmd starts the program with SLURMD_NODENAME as its whole environment: no PATH, so
 # neither scontrol nor the tools the checks run would be found.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# With --active in a prolog (docs/active.md, "As a Slurm prolog"): a job's start waits for the
+# prolog, and slurmctld gives a batch job BatchStartTimeout to start (10 s by default; a
+# site measuring in its prolog raises it: AWS ParallelCluster ships 180 s). The checks'
+# deadline and the measuring budget together stay under this, so that with the scontrol
+# calls and the backstop's slack the run ends within 180 s.
+MAX_PROLOG_S = 165.0
+# Slurm sets these in a prolog's environment, never in the HealthCheckProgram's.
+PROLOG_ENV = ("SLURM_JOB_ID", "SLURM_SCRIPT_CONTEXT")
 # Only this command's: scontrol could not read or change the node (not found, no
 # controller, timed out). The verdict is in the output.
 SLURM_FAILED = 7
@@ -77,6 +86,14 @@ def build_parser() -> Parser:
         },
         refused={"--from": "a health check is of this node: no bundle stands for it"},
     )
+    add_active_arguments(
+        p,
+        helps={
+            "--active": "also run the measuring checks, within Slurm's limits: in a prolog "
+            f"the deadline and timeouts.active_s together at most {MAX_PROLOG_S:g} s, as a "
+            f"HealthCheckProgram at most {MAX_DEADLINE_S:g} s (docs/slurm.md)",
+        },
+    )
     add_selection_arguments(p)
     p.add_argument("--strict", action="store_true", help="warnings also fail (and drain)")
     p.add_argument(
@@ -104,6 +121,8 @@ def main(argv: Sequence[str], watchdog: list[int] | None = None) -> int:
     os.environ.setdefault("PATH", DEFAULT_PATH)
     request = request_from(args, started=started)
     request = replace(request, policy=_within_slurms_limit(request.policy, request.deadline))
+    if request.active:
+        request = replace(request, policy=_measuring_within(request.policy, in_prolog()))
     deadline_at = request.deadline_at
     if watchdog is not None:
         guard_deadline(deadline_at + SCONTROL_CALLS * SCONTROL_TIMEOUT_S, watchdog)
@@ -146,6 +165,39 @@ def _within_slurms_limit(policy, deadline_flag: float | None):
         MAX_DEADLINE_S,
     )
     return replace(policy, timeouts=replace(policy.timeouts, deadline_s=MAX_DEADLINE_S))
+
+
+def in_prolog(environ=None) -> bool:
+    """Run as a Prolog (slurmd sets the job's variables), not as the HealthCheckProgram
+    (whose whole environment is SLURMD_NODENAME)."""
+    environ = os.environ if environ is None else environ
+    return any(environ.get(name) for name in PROLOG_ENV)
+
+
+def _measuring_within(policy, prolog: bool):
+    """The policy whose measuring budget fits Slurm's limit: the checks' deadline and
+    timeouts.active_s together at most MAX_PROLOG_S in a prolog, MAX_DEADLINE_S as a
+    HealthCheckProgram (slurmd kills it at 60 s). A budget cut says so on stderr; none
+    left is a usage error."""
+    t = policy.timeouts
+    limit, where = (MAX_PROLOG_S, "a prolog") if prolog else (MAX_DEADLINE_S, "a health check")
+    room = limit - t.deadline_s
+    if t.active_s <= room:
+        return policy
+    if room < 1:
+        raise UsageError(
+            f"--active: the deadline ({t.deadline_s:g} s) leaves no time to measure in "
+            f"{where} ({limit:g} s in all); lower --deadline"
+        )
+    log.warning(
+        "timeouts.active_s (%g s) is cut to %g s: in %s the deadline and the measuring "
+        "budget together are at most %g s",
+        t.active_s,
+        room,
+        where,
+        limit,
+    )
+    return replace(policy, timeouts=replace(t, active_s=room))
 
 
 def _diagnose(request, deadline_at: float) -> list[Finding]:

@@ -15,7 +15,7 @@ from dldoctor.fixes.verify import after_boot, recheck, verdict
 
 
 def parser() -> argparse.ArgumentParser:
-    from dldoctor.cli.shared import Parser, add_request_arguments
+    from dldoctor.cli.shared import Parser, add_active_arguments, add_request_arguments
 
     p = Parser(
         prog="dldoctor fix",
@@ -41,6 +41,15 @@ def parser() -> argparse.ArgumentParser:
             "--deadline": "the diagnosis of the listing and the re-check after --apply "
             "end by then (default 20; policy timeouts.deadline_s)",
         },
+    )
+    # `fix --force` is its own (apply while GPU work runs): only --active is refused here.
+    add_active_arguments(
+        p,
+        refused={
+            "--active": "a fix re-checks what it resolves; measure with dldoctor --check "
+            "--active"
+        },
+        only=(),
     )
     p.add_argument("--root", help=argparse.SUPPRESS)  # tests: a temporary root
     return p

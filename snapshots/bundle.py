@@ -115,15 +115,18 @@ def write_bundle(
     argv: Sequence[str] = (),
     extra_files: dict[str, bytes] | None = None,
     absent: str = AnswerStatus.MISSING,
+    active: bool = False,
 ) -> str:
     """Write a bundle directory at `dest` (which must not exist) and return its path.
+    `active`: the run measured (--active); the manifest says so, and `--from` runs the
+    measuring checks on the recorded measurements.
 
     Everything is written into a sibling temporary directory first and renamed at the end,
     so an interrupted write leaves no half-written bundle behind.
     """
     dest, tmp = work_beside(dest, ".dldoctor-bundle-")
     try:
-        _write_tree(tmp, answers, report, argv, extra_files or {}, absent)
+        _write_tree(tmp, answers, report, argv, extra_files or {}, absent, active)
         os.rename(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -131,7 +134,8 @@ def write_bundle(
     return dest
 
 
-def _write_tree(root, answers, report, argv, extra_files, absent=AnswerStatus.MISSING) -> None:
+def _write_tree(root, answers, report, argv, extra_files, absent=AnswerStatus.MISSING,
+                active=False) -> None:  # fmt: skip
     index: dict[str, dict[str, Any]] = {Op.READ: {}, Op.LIST: {}, Op.LINK: {}, Op.STATVFS: {}}
     written: dict[str, bytes] = {}
     folder_argv: dict[str, list[str]] = {}
@@ -201,6 +205,8 @@ def _write_tree(root, answers, report, argv, extra_files, absent=AnswerStatus.MI
         absent != AnswerStatus.MISSING
     ):  # converted from a capture: what it lacks was never looked at
         manifest["absent"] = absent
+    if active:  # taken with --active: its replay runs the measuring checks
+        manifest["active"] = True
     put(MANIFEST, json_bytes(manifest))
 
 

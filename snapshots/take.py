@@ -106,12 +106,14 @@ def write_snapshot(
     redactor=None,
     map_path: str = "",
     deadline: float | None = None,
+    active: bool = False,
 ) -> str:
     """The bundle at `dest` (which must not exist): a `.tar.gz` or, `archive=False`, a
     directory. Built in a private folder beside `dest` and moved there whole at the end:
     an interrupted snapshot leaves nothing at `dest`. With a `redactor`, its map (the
     pseudonyms so far) is saved at `map_path` once the bundle is written. Redaction ends
-    by `deadline` (time.monotonic()): what it could not reach of a long text is left out."""
+    by `deadline` (time.monotonic()): what it could not reach of a long text is left out.
+    `active`: the run measured (--active): the manifest says so (docs/bundle-format.md)."""
     from dldoctor.atomicfile import output_target
     from dldoctor.snapshots.archive import write_archive
     from dldoctor.snapshots.bundle import BundleError, work_beside
@@ -132,6 +134,7 @@ def write_snapshot(
             report=report.to_dict(),
             argv=list(argv),
             extra_files=report_members(report),
+            active=active,
         )
         if redactor is not None:
             from dldoctor.snapshots.redact import redact_bundle

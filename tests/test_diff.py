@@ -261,3 +261,50 @@ def test_a_report_replayed_from_an_archive_names_the_archive(tmp_path):
     assert proc.returncode in (0, 1), proc.stderr
     proc = run_dldoctor("--check", "--json", "--from", str(archive))
     assert json.loads(proc.stdout)["host"]["source"] == f"replay of {archive}"
+
+
+# --- the active tier's figures (docs/diff.md, "Figures") ------------------------------
+
+
+def _measured(path, **kwargs):
+    from tests.support.perffigures import measured_report
+
+    path.write_text(json.dumps(measured_report("hgx-h100x8-healthy", **kwargs).to_dict()))
+    return path
+
+
+def test_a_figure_that_moved_by_more_than_a_tenth_is_a_difference(tmp_path):
+    a = _measured(tmp_path / "a.json")
+    # GPU 3's HBM at 54 %: a fail (its status changed); GPU 5's GEMM 8 % down: noise, the
+    # judge still passes it and so does the diff; the volume 30 % faster: a change too.
+    b = _measured(tmp_path / "b.json", slow={("hbm_copy", 3): 0.54, ("gemm_bf16", 5): 0.92},
+                  disk_gbs=8.1)  # fmt: skip
+    proc, doc = diff_json(a, b)
+    assert proc.returncode == 1 and doc["equivalent"] is False
+    assert doc["figure_change"] == 0.10
+    rows = [
+        (r["check"], r["subject"], r["what"], r["a"], r["b"], r["change"]) for r in doc["figures"]
+    ]
+    assert rows == [
+        ("perf.gpu.memory", "GPU 3", "hbm_copy", 2610.0, 1409.4, -0.46),
+        ("perf.disk.read", "/data", "seq_read", 6.2, 8.1, 0.3065),
+    ]
+    assert changed_ids(doc) == {"perf.gpu.memory": ("pass", "fail")}
+    text = run_dldoctor("diff", str(a), str(b)).stdout
+    assert "Figures (changed by more than 10 %)" in text
+    assert "  perf.gpu.memory GPU 3 hbm_copy 2610 GB/s -> 1409 GB/s (-46 %)" in text.splitlines()
+    assert "  perf.disk.read /data seq_read 6.20 GB/s -> 8.10 GB/s (+31 %)" in text.splitlines()
+
+
+def test_figures_within_a_tenth_and_a_passive_bundle_against_its_report_are_equivalent(tmp_path):
+    a = _measured(tmp_path / "a.json")
+    b = _measured(tmp_path / "b.json", slow={("gemm_bf16", 5): 0.92})
+    proc, doc = diff_json(a, b)
+    assert proc.returncode == 0 and doc["equivalent"] is True and doc["figures"] == []
+    # A bundle without measurements replays no measuring check: no "only in" of each.
+    report = _report(HEALTHY, tmp_path / "r.json")
+    proc, doc = diff_json(HEALTHY, report)
+    assert doc["equivalent"] is True and doc["findings"]["only_in_a"] == []
+    proc, doc = diff_json(HEALTHY, a)  # the same host measured: only its perf findings
+    ids = sorted(f["id"] for f in doc["findings"]["only_in_b"])
+    assert ids == ["perf.disk.read", "perf.gpu.gemm", "perf.gpu.memory"] and doc["figures"] == []

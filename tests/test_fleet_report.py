@@ -386,3 +386,125 @@ def test_a_bundle_without_a_manifest_is_one_node(tmp_path):
     assert doc["problems"]["not_a_report"]["details"] == {
         "hgx-h100x8-driver535": "a bundle without report.json"
     }
+
+
+# --- the active tier's figures: the fleet's median and its stragglers -------------------
+
+MEASURED = [f"node{i:03d}" for i in range(1, 21)]
+
+
+def _measured_fleet(folder, base, **extra):
+    # Every node measured, each a little off the next; node017's GPU 3 at 54 % of its HBM
+    # (the judge fails it), node009's GPU 5 at 87 % of its GEMM (the judge warns: below
+    # 0.90 of its siblings).
+    odd = {n: [fleetgen.measured(jitter=1 - 0.002 * (i % 5))] for i, n in enumerate(MEASURED)}
+    odd["node017"] = [fleetgen.measured(slow={("hbm_copy", 3): 0.54})]
+    odd["node009"] = [fleetgen.measured(slow={("gemm_bf16", 5): 0.87})]
+    odd.update(extra)
+    fleetgen.write_fleet(folder, base, MEASURED, odd)
+    return folder
+
+
+def test_stragglers_are_named_by_their_distance_from_the_fleets_median_worst_first(tmp_path, base):
+    folder = _measured_fleet(tmp_path / "f", base)
+    proc, doc = fleet_json(folder)
+    perf = doc["perf"]
+    assert perf["straggler"] == 0.90
+    slow = [(s["node"], s["subject"], s["what"], s["fraction"]) for s in perf["stragglers"]]
+    assert [s[:3] for s in slow] == [("node017", "GPU 3", "hbm_copy"),
+                                     ("node009", "GPU 5", "gemm_bf16")]  # fmt: skip
+    assert 0.53 < slow[0][3] < 0.55 and 0.86 < slow[1][3] < 0.88
+    hbm = next(r for r in perf["figures"] if r["what"] == "hbm_copy")
+    assert hbm["parts"] == 160 and hbm["nodes"]["count"] == 20
+    assert hbm["kind"] == base["inventory"]["gpus"][0]["model"]  # folded per GPU model
+    assert 2580 < hbm["median"] < 2610 and hbm["min"] == 1409.4
+    disk = next(r for r in perf["figures"] if r["what"] == "seq_read")
+    assert disk["kind"] is None and disk["parts"] == 20 and disk["stragglers"] == []
+    assert doc["summary"]["straggling"] == {"count": 2, "nodes": "node[009,017]"}
+    assert proc.returncode == 1  # node017's memory check failed
+    text = run_dldoctor("fleet", "report", str(folder)).stdout
+    lines = text.splitlines()
+    first = lines.index("Stragglers (below 90 % of the fleet's median)") + 1
+    assert lines[first].startswith(
+        "  node017 GPU 3 hbm_copy 1409 GB/s, 54 % of the fleet median 2"
+    ), lines[first]
+    assert lines[first + 1].startswith("  node009 GPU 5 gemm_bf16 606 TFLOPS, 87 % of")
+    assert "2 node(s) with stragglers (node[009,017])" in text
+    md = run_dldoctor("fleet", "report", "--md", str(folder)).stdout
+    assert "## Stragglers" in md and "- node017 GPU 3 hbm_copy 1409 GB/s" in md
+
+
+def test_the_straggler_fraction_is_an_option_and_strict_fails_on_stragglers(tmp_path, base):
+    odd = {n: [fleetgen.measured(jitter=1 - 0.002 * (i % 5))] for i, n in enumerate(MEASURED)}
+    odd["node009"] = [fleetgen.measured(slow={("gemm_bf16", 5): 0.87})]  # a warning only
+    fleetgen.write_fleet(tmp_path / "f", base, MEASURED, odd)
+    proc, doc = fleet_json(tmp_path / "f")
+    assert proc.returncode == 0 and doc["summary"]["status"] == "warn"
+    assert [s["node"] for s in doc["perf"]["stragglers"]] == ["node009"]
+    proc, doc = fleet_json("--strict", tmp_path / "f")
+    assert proc.returncode == 1
+    proc, doc = fleet_json("--straggler", "0.8", tmp_path / "f")
+    assert doc["perf"]["straggler"] == 0.8 and doc["perf"]["stragglers"] == []
+    assert doc["summary"]["straggling"]["count"] == 0
+    bad = run_dldoctor("fleet", "report", "--straggler", "1.5", str(tmp_path / "f"))
+    assert bad.returncode == 2 and "not a fraction" in bad.stderr
+
+
+def test_a_fleet_without_figures_has_no_figure_section(fleet):
+    proc, doc = fleet_json(fleet)
+    assert doc["perf"] == {"straggler": 0.90, "figures": [], "stragglers": []}
+    assert "Stragglers" not in run_dldoctor("fleet", "report", str(fleet)).stdout
+
+
+def test_the_fast_decoder_reads_figures_as_json_does_and_a_bad_one_is_not_a_report(base):
+    from dldoctor.fleet.nodes import NOT_A_REPORT, Problem, _fast, _report
+
+    report = json.loads(fleetgen.dump(base))
+    fleetgen.measured(slow={("hbm_copy", 3): 0.54})(report)
+    data = fleetgen.dump(report)
+    whole = _report(json.loads(data))
+    assert _fast(data) == whole and len(whole.figures) == 17
+    assert ("perf.gpu.memory", "GPU 3", "hbm_copy", "GB/s", 1409.4) in whole.figures
+    for spoil in (
+        lambda g: g.update(value="1409"),
+        lambda g: g.update(value=True),
+        lambda g: g.pop("unit"),
+        lambda g: g.update(subject=3),
+    ):
+        broken = json.loads(data)
+        spoil(next(f for f in broken["findings"] if f["id"] == "perf.gpu.memory")["figures"][0])
+        assert _fast(fleetgen.dump(broken)) is None
+        answer = parse(fleetgen.dump(broken))
+        assert isinstance(answer, Problem) and answer.kind == NOT_A_REPORT, answer
+    infinite = data.replace(b'"value":1409.4', b'"value":Infinity')
+    assert isinstance(parse(infinite), Problem)
+
+
+def test_since_names_a_figure_that_moved(tmp_path, base):
+    old = _measured_fleet(tmp_path / "old", base)
+    new = _measured_fleet(tmp_path / "new", base,
+                          node004=[fleetgen.measured(disk_gbs=3.1)])  # fmt: skip
+    proc, doc = fleet_json("--since", old, new)
+    rows = {r["node"]: r for r in doc["since"]["changed"]}
+    assert list(rows) == ["node004"]
+    assert [(f["subject"], f["what"], f["change"]) for f in rows["node004"]["figures"]] == [
+        ("/data", "seq_read", -0.5)
+    ]
+    text = run_dldoctor("fleet", "report", "--since", str(old), str(new)).stdout
+    assert "  node004: perf.disk.read /data seq_read 6.20 GB/s -> 3.10 GB/s (-50 %)" in text
+
+
+def test_a_latency_straggles_above_the_median_and_genconf_pins_none(tmp_path, base):
+    from dldoctor.genconf import render
+    from dldoctor.model import Report
+    from tests.support.perffigures import latency_finding
+
+    odd = {n: [fleetgen.latency(2.0 + 0.01 * (i % 3))] for i, n in enumerate(MEASURED)}
+    odd["node004"] = [fleetgen.latency(3.5)]
+    fleetgen.write_fleet(tmp_path / "f", base, MEASURED, odd)
+    proc, doc = fleet_json(tmp_path / "f")
+    assert [(s["node"], s["what"], s["fraction"]) for s in doc["perf"]["stragglers"]] == [
+        ("node004", "p2p_latency", 1.7413)  # 3.5 us against a median of 2.01
+    ]
+    pinned = render(Report([latency_finding(2.0)]))
+    assert "[[perf.references]]" not in pinned and "p2p_latency not pinned: a time (us)" in pinned

@@ -420,3 +420,42 @@ def test_the_refusal_stays_one_line_whatever_the_host_is_called(tmp_path):
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "\x1b" not in proc.stderr and "\r" not in proc.stderr
     assert "pci.link.width" in proc.stderr
+
+
+# --- the active tier's figures: pinned as [[perf.references]] ---------------------------
+
+
+def test_figures_are_pinned_as_the_medians_the_judge_then_holds_every_node_to(tmp_path):
+    from dldoctor.active.judge import site_reference
+    from tests.support.perffigures import measured_report, perf_findings
+
+    # The healthy host, GPU 5's GEMM a little slow (a warning: it still may be pinned).
+    report = measured_report(slow={("gemm_bf16", 5): 0.87})
+    path = tmp_path / "p.toml"
+    path.write_text(render(report))
+    policy, _ = load_policy(str(path))
+    pins = {(r.what, r.subject): r.value for r in policy.perf.references}
+    assert pins == {("hbm_copy", ""): 2599.6, ("gemm_bf16", ""): 699.2,
+                    ("seq_read", "/data"): 6.2}  # fmt: skip
+    assert 'what = "hbm_copy"  # GB/s, median of 8 part(s), 2589.1-2610 (perf.gpu.memory)' in (
+        path.read_text()
+    )
+    ref = site_reference(policy, "hbm_copy", "GPU 3")
+    assert ref and ref.value == 2599.6 and ref.source == "policy perf.references (hbm_copy)"
+    # Another node, judged by the real judge under the pins: its slow volume now fails
+    # (no datasheet knows a volume), and a GPU below 0.85 of the host's HBM copy too.
+    other = {f.id: f for f in perf_findings(slow={("hbm_copy", 2): 0.8}, disk_gbs=4.0,
+                                            jitter=0.99, policy=policy)}  # fmt: skip
+    assert other["perf.disk.read"].status == Status.FAIL
+    assert "/data sequential read 4.00 GB/s, 65 % of 6.20 GB/s" in other["perf.disk.read"].summary
+    assert other["perf.gpu.memory"].status == Status.FAIL
+    assert "GPU 2 HBM copy 2051 GB/s, 79 % of 2600 GB/s" in other["perf.gpu.memory"].summary
+    assert other["perf.gpu.gemm"].status == Status.PASS
+    figure = other["perf.gpu.gemm"].figures[0]
+    assert figure.reference == 699.2 and figure.source.startswith("policy perf.references")
+    assert not [f for f in perf_findings(jitter=0.99, policy=policy) if f.status != Status.PASS]
+
+
+def test_a_report_without_figures_pins_no_perf_references():
+    text = render(replayed(HEALTHY))
+    assert "perf" not in text

@@ -72,3 +72,17 @@ def test_the_file_is_replaced_whole_and_an_unwritable_one_is_exit_6(tmp_path):
     )
     assert failed.returncode == 6
     assert failed.stderr.strip().splitlines()[-1].startswith(f"dldoctor: cannot write {nowhere}")
+
+
+def test_a_measuring_checks_figures_are_its_testcases_properties():
+    import xml.etree.ElementTree as _ET
+
+    from dldoctor.render.junit import render_junit as _render
+    from tests.support.perffigures import measured_report
+
+    root = _ET.fromstring(_render(measured_report(slow={("hbm_copy", 3): 0.54})))
+    case = root.find(".//testcase[@name='perf.gpu.memory']")
+    assert case is not None and case[0].tag == "properties" and case.find("failure") is not None
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["GPU 3 hbm_copy GB/s"] == "1409.4" and len(props) == 8
+    assert root.find(".//testcase[@name='system.os.release']/properties") is None

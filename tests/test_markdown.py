@@ -130,3 +130,18 @@ def test_cell_text_survives_pipes_tags_and_newlines():
     row = p.tables[0]["rows"][1]
     assert row == ["❌ fail", "Odd <b> (odd.one)", "a | b <none> & c d x|y <z> e", "run a | b"]
     assert p.tables[1]["rows"][1] == ["✅ pass", "Fine (fine.one)", "ok"]
+
+
+def test_figures_are_folded_in_a_table_of_their_own_and_absent_without_any():
+    from tests.support.perffigures import host_report, measured_report
+
+    report = measured_report("hgx-h100x8-healthy", slow={("hbm_copy", 3): 0.54})
+    shown = page(render_markdown_summary(report).decode())
+    table = next(t for t in shown.tables if t["rows"][0][0] == "Check" and len(t["rows"][0]) == 5)
+    assert table["folded"] and "17 figures measured" in shown.summaries
+    assert ["perf.gpu.memory", "GPU 3", "hbm_copy", "1409 GB/s", "42 % of 3350 GB/s"] in table[
+        "rows"
+    ]
+    assert ["perf.disk.read", "/data", "seq_read", "6.20 GB/s", "no reference"] in table["rows"]
+    plain = render_markdown_summary(host_report("hgx-h100x8-healthy")).decode()
+    assert "figures measured" not in plain

@@ -170,3 +170,52 @@ def test_the_monitoring_plugins_parser_reads_the_performance_data():
     assert parsed["pass"] == ["54", "", "", "", "0", "64"]
     assert parsed["time"][1:] == ["s", "", "", "0", ""] and float(parsed["time"][0]) > 0
     assert parsed["gpus"] == ["8", "", "", "", "0", ""]
+
+
+def _perf_items(match) -> dict[str, list[str]]:
+    """As perfdata(), for labels quoted because they hold spaces ('GPU 3 hbm_copy GB/s')."""
+    found = re.findall(r"('[^']+'|[^' ]+)=(\S+)", match["perf"])
+    return {label.strip("'"): rest.split(";") for label, rest in found}
+
+
+def test_each_figure_is_performance_data_with_its_unit_in_the_label():
+    from tests.support.perffigures import measured_report
+
+    line = render_nagios(measured_report(slow={("hbm_copy", 3): 0.54})).decode()
+    match = LINE.fullmatch(line)
+    assert match and match["state"] == "CRITICAL", line  # GPU 3's HBM is below its floor
+    perf = _perf_items(match)
+    assert perf["GPU 3 hbm_copy GB/s"] == ["1409.4", "", "", "0"]
+    assert perf["GPU 0 gemm_bf16 TFLOPS"] == ["702", "", "", "0"]
+    assert perf["/data seq_read GB/s"] == ["6.2", "", "", "0"]
+    assert perf["pass"][0] and len([k for k in perf if " " in k]) == 17
+
+
+def test_a_matrix_of_figures_keeps_the_line_within_what_nagios_reads():
+    from dldoctor.model import Figure
+
+    many = tuple(Figure(f"GPU {a}->GPU {b}", "p2p_read", 389.51, "GB/s") for a in range(16)
+                 for b in range(16))  # fmt: skip
+    report = Report([Finding("perf.gpu.p2p", "P2P", "perf", Status.PASS, "ok", figures=many)])
+    line = render_nagios(report)
+    assert len(line) <= 4000
+    perf = _perf_items(LINE.fullmatch(line.decode()))
+    listed = [k for k in perf if "p2p_read" in k]
+    assert 50 < len(listed) < 256 and perf["figures_not_listed"][0] == str(256 - len(listed))
+
+
+@pytest.mark.skipif(
+    shutil.which("perl") is None
+    or subprocess.run(["perl", "-MMonitoring::Plugin::Performance", "-e", "1"]).returncode,
+    reason="Monitoring::Plugin (Debian: libmonitoring-plugin-perl) is not installed",
+)
+def test_the_monitoring_plugins_parser_reads_the_figures():
+    from tests.support.perffigures import measured_report
+
+    match = LINE.fullmatch(render_nagios(measured_report()).decode())
+    out = subprocess.run(
+        ["perl", "-e", PERL_PARSER, match["perf"]], capture_output=True, text=True, check=True
+    ).stdout
+    parsed = {line.split("\t")[0]: line.split("\t")[1:] for line in out.splitlines()}
+    assert list(parsed) == list(_perf_items(match))
+    assert parsed["GPU 7 hbm_copy GB/s"] == ["2599.6", "", "", "", "0", ""]

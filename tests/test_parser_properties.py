@@ -28,6 +28,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dldoctor import keyfacts, model, slurm, tomllines
+from dldoctor.active import dcgm, fio, nccltests, nvbandwidth, output, perftest, torchmeasure
 from dldoctor.cudacompat import judge
 from dldoctor.facts import (
     acs,
@@ -155,6 +156,14 @@ PARSERS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "define": (lambda t: toolkit.define(t, "CUDA_VERSION"), ("cuda/cuda-13.0-cuda.h",)),
     "load_json": (reading.load_json, ("corpus/rocm-smi-json/*.json",)),
     "parse_environ": (lambda t: system.parse_environ(_bytes(t)), ()),
+    # the active tier's measuring tools (their stdout)
+    "parse_text": (nvbandwidth.parse_text, ("corpus/nvbandwidth/*.txt",)),
+    "parse_nvbandwidth": (nvbandwidth.parse, ("corpus/nvbandwidth/*",)),
+    "json_document": (output.json_document, ("corpus/nvbandwidth/*", "corpus/dcgmi-diag/*")),
+    "parse_row": (nccltests.parse_row, ()),
+    "parse_all_reduce_perf": (nccltests.parse, ("corpus/nccl-tests/*.log",)),
+    "parse_dcgmi_diag": (lambda t: dcgm.parse(output.json_document(t)), ("corpus/dcgmi-diag/*",)),
+    "parse_torch_measure": (lambda t: torchmeasure.parse(output.json_document(t)), ()),
     # reports, bundles and foreign readers
     "parse": (lambda t: nodes.parse(_bytes(t)), ("../golden/bugreports/*.json",)),
     "key_facts": (lambda t: keyfacts.key_facts(reading.load_json(t)[0]), ()),
@@ -172,6 +181,9 @@ PARSERS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "basic_string": (tomllines.basic_string, ()),
     "edit_grub_defaults": (lambda t: boot.edit_grub_defaults(t, ["iommu=pt"]), ()),
     "netplan_names": (network.netplan_names, ()),
+    # the active tier's host tools
+    "parse_fio_json": (fio.parse_fio_json, ("perf/fio-*.json",)),
+    "parse_ib_write_bw": (perftest.parse_ib_write_bw, ("perf/ib_write_bw-*",)),
 }
 
 
@@ -266,6 +278,10 @@ SEEDS = {
     "edit_grub_defaults": 'GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\n',
     "netplan_names": "network:\n  ethernets:\n    ens1f0:\n      match:\n"
     "        macaddress: 00:11:22:33:44:55\n      set-name: ib0\n",
+    "parse_row": "     8388608       2097152     float     sum      -1    185.8   45.15   79.02      0"
+    "    183.2   45.79   80.12      0",
+    "parse_torch_measure": '{"tool": "torch_measure", "version": 1, "results": {"gemm": '
+    '[{"gpu": 0, "dtype": "bf16", "n": 8192, "tflops": 700.5}]}, "errors": []}',
 }
 
 SAMPLES = {

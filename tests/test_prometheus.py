@@ -202,6 +202,7 @@ def test_names_follow_the_exposition_conventions_and_the_docs_list_them(run):
     report["inventory"]["gpus"] = [{**report["inventory"]["gpus"][0], "retired_pages_dbe": 2}]
     texts.append(render_prometheus(Report.from_dict(report)).decode())
     _assert_matches_report(report, _series(texts[-1]))
+    texts.append(render_prometheus(_measured()).decode())  # the active tier's figures
     names: set[str] = set()
     for text in texts:
         for family in text_string_to_metric_families(text):
@@ -344,3 +345,50 @@ def test_node_exporter_serves_the_textfile(exporter):
     finally:
         writer.join()
     assert sorted(os.listdir(folder)) == ["dldoctor.prom"]  # no temporary left behind
+
+
+# --- the active tier's figures ----------------------------------------------------------
+
+
+def _measured() -> Report:
+    from tests.support.perffigures import measured_report
+
+    return measured_report("hgx-h100x8-healthy", slow={("hbm_copy", 3): 0.54})
+
+
+def _assert_figures(report: Report, series: dict[str, dict[frozenset, float]]) -> None:
+    """One value series per figure, and a reference series exactly where one is known."""
+    expected_values, expected_refs = {}, {}
+    for f in report.findings:
+        for fig in f.figures:
+            labels = frozenset(
+                {"check": f.id, "subject": fig.subject, "what": fig.what, "unit": fig.unit}.items()
+            )
+            expected_values[labels] = fig.value
+            if fig.reference is not None:
+                expected_refs[labels] = fig.reference
+    assert len(expected_values) == 17 and len(expected_refs) == 16
+    assert series["dldoctor_perf_value"] == expected_values
+    assert series["dldoctor_perf_reference"] == expected_refs
+
+
+def test_each_figure_is_a_gauge_with_its_reference_and_a_plain_report_has_none(run):
+    report = _measured()
+    series = _series(render_prometheus(report).decode())
+    _assert_figures(report, series)
+    gpu3 = frozenset(
+        {"check": "perf.gpu.memory", "subject": "GPU 3", "what": "hbm_copy", "unit": "GB/s"}.items()
+    )
+    assert series["dldoctor_perf_value"][gpu3] == 1409.4
+    _, plain = run("hgx-h100x8-healthy")
+    assert "dldoctor_perf" not in plain
+
+
+@pytest.mark.exporter
+def test_node_exporter_serves_the_figures(exporter):
+    folder, port = exporter
+    report = _measured()
+    write_atomically(str(folder / "dldoctor.prom"), render_prometheus(report), make_parents=False)
+    series = _series(_scrape(port))
+    assert series["node_textfile_scrape_error"] == {frozenset(): 0.0}
+    _assert_figures(report, series)

@@ -101,3 +101,18 @@ def test_counts_agree_with_their_nouns():
     assert _footer(report, True).startswith(
         "0 passed, 1 warning, 0 failed, 0 skipped, 1 error in 0.50 s."
     )
+
+
+def test_verbose_lists_each_figure_with_its_reference_and_fraction_by_its_stable_name():
+    from dldoctor.model import Report as _Report
+    from tests.support.perffigures import perf_findings
+
+    report = _Report(perf_findings(slow={("hbm_copy", 3): 0.54}), tool={"version": "t"})
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=False, highlight=False, soft_wrap=True)
+    write_checklist(console, report, verbose=True, unicode=True)
+    lines = out.getvalue().splitlines()
+    assert "    measured: GPU 3 hbm_copy 1409 GB/s, 42 % of 3350 GB/s" in lines
+    assert "    measured: GPU 7 gemm_bf16 699 TFLOPS, 71 % of 989 TFLOPS" in lines
+    assert "    measured: /data seq_read 6.20 GB/s, no reference" in lines
+    assert "measured:" not in rendered(report)  # not without -v

@@ -78,3 +78,44 @@ def test_the_page_renders_every_finding_in_chromium(tmp_path):
     for f in report.findings:
         assert f'id="{f.id}"' in dom, f.id
     assert dom.count("<details") == len(report.findings)
+
+
+class _Cells(html.parser.HTMLParser):
+    """The rows of the page's figure tables (class=figures), as cell texts."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._inside = self._cell = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self._inside = ("class", "figures") in attrs
+        elif self._inside and tag == "tr":
+            self.rows.append([])
+        elif self._inside and tag in ("td", "th"):
+            self._cell = True
+            self.rows[-1].append("")
+
+    def handle_endtag(self, tag):
+        self._cell = self._cell and tag not in ("td", "th")
+        self._inside = self._inside and tag != "table"
+
+    def handle_data(self, data):
+        if self._cell:
+            self.rows[-1][-1] += data
+
+
+def test_both_pages_show_each_figure_with_its_reference_and_plain_reports_none():
+    from tests.support.perffigures import measured_report
+
+    report = measured_report("hgx-h100x8-healthy", slow={("hbm_copy", 3): 0.54})
+    cells = _Cells()
+    cells.feed(render_html(report))
+    assert ["GPU 3", "hbm_copy", "1409 GB/s", "42 % of 3350 GB/s"] in cells.rows
+    assert ["/data", "seq_read", "6.20 GB/s", "no reference"] in cells.rows
+    assert len([r for r in cells.rows if r[0] != "part"]) == 17
+    text = render_markdown(report)
+    assert "| GPU 3 | `hbm_copy` | 1409 GB/s | 42 % of 3350 GB/s |" in text
+    plain = _report("hgx-h100x8-healthy")
+    assert "class=figures" not in render_html(plain) and "`hbm_copy`" not in render_markdown(plain)

@@ -87,3 +87,44 @@ def test_a_report_with_a_wrong_field_does_not_validate(schema, spoil):
     spoil(broken)
     with pytest.raises(jsonschema.ValidationError):
         validate(schema, broken)
+
+
+# --- the active tier's figures (docs/report-schema.md, `figures`) ---------------------
+
+
+def _measured_doc() -> dict:
+    from tests.support.perffigures import measured_report
+
+    return json.loads(json.dumps(measured_report(slow={("hbm_copy", 3): 0.54}).to_dict()))
+
+
+def test_a_report_with_figures_validates_and_keeps_them(schema):
+    doc = _measured_doc()
+    validate(schema, doc)
+    perf = {f["id"]: f for f in doc["findings"] if f["category"] == "perf"}
+    assert perf["perf.gpu.memory"]["status"] == "fail"
+    gpu3 = perf["perf.gpu.memory"]["figures"][3]
+    assert gpu3["subject"] == "GPU 3" and gpu3["unit"] == "GB/s" and gpu3["reference"] == 3350
+    assert "reference" not in perf["perf.disk.read"]["figures"][0]  # none known: left out
+    # Only a measuring check's finding holds the key: a passive report is as it was.
+    assert all("figures" not in f for f in doc["findings"] if f["category"] != "perf")
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda f: f.update(figures=[]),  # left out when empty, never []
+        lambda f: f["figures"][0].pop("unit"),
+        lambda f: f["figures"][0].update(value="2610"),
+        lambda f: f["figures"][0].update(what="HBM copy"),
+        lambda f: f["figures"][0].update(reference=0),
+        lambda f: f["figures"][0].pop("source"),  # a reference says where it comes from
+        lambda f: f["figures"][0].update(floor=0.75),
+    ],
+)
+def test_a_figure_with_a_wrong_field_does_not_validate(schema, spoil):
+    doc = _measured_doc()
+    broken = copy.deepcopy(doc)
+    spoil(next(f for f in broken["findings"] if f["id"] == "perf.gpu.memory"))
+    with pytest.raises(jsonschema.ValidationError):
+        validate(schema, broken)

@@ -140,3 +140,20 @@ def test_fleet_reads_a_schema2_report_in_any_layout_as_a_full_parse_does():
     whole = parse(json.dumps(doc, indent=1).encode())  # another layout
     assert parse(compact) == whole == _report(json.loads(compact))
     assert len(whole.findings) == len(doc["findings"])
+
+
+def test_figures_are_read_and_written_again_as_they_were_and_old_reports_hold_none():
+    from tests.support.perffigures import measured_report
+
+    report = measured_report(slow={("gemm_bf16", 5): 0.8})
+    doc = json.loads(json.dumps(report.to_dict()))
+    again = Report.from_dict(doc)
+    assert [f.figures for f in again.findings] == [f.figures for f in report.findings]
+    assert json.loads(json.dumps(again.to_dict())) == doc
+    assert [f.figures[5].value for f in again.findings if f.id == "perf.gpu.gemm"] == [
+        557.1
+    ]  # 0.8 of 696.4
+    for host in SCHEMA1:  # written before figures existed: read, with none
+        old = Report.from_dict(schema1(host))
+        assert old.findings and all(f.figures == () for f in old.findings)
+        assert all("figures" not in f for f in as_schema2(schema1(host))["findings"])

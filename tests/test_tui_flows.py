@@ -14,7 +14,7 @@ import threading
 from dldoctor.fixes.gpu import NOUVEAU_CONF
 from dldoctor.policy import Policy
 from dldoctor.registry import builtin_checks, ordered
-from dldoctor.tui.findings import FindingDetail, FindingsTree
+from dldoctor.tui.findings import EvidenceList, FindingDetail, FindingsTree
 from dldoctor.tui.session import Session
 from tests.support.cli import report_of, run_dldoctor, verdicts
 from tests.support.commands import fake_command
@@ -90,8 +90,9 @@ def test_the_worst_finding_opens_first_with_its_evidence_and_remediation():
             assert screen.selected == "network.roce"
             detail = _text(screen.query_one(FindingDetail))
             assert "ens1f0np0 MTU 1500 (needs ≥ 4200)" in detail
-            assert "Evidence (the raw answers it was decided on)" in detail
-            assert "read /sys/class/net/ens1f0np0/mtu" in detail and "    1500" in detail
+            evidence = screen.query_one(EvidenceList).text()
+            assert "Evidence (the raw answers it was decided on)" in evidence
+            assert "▸ read /sys/class/net/ens1f0np0/mtu: 1500" in evidence
             assert "What to do" in detail and "MTU of at least 4200" in detail
             await pilot.press("down")  # the next finding's detail replaces it
             await until(pilot, lambda: screen.selected != "network.roce")
@@ -614,5 +615,81 @@ def test_the_history_of_a_bundle_lists_nothing_of_this_machine_and_undoes_nothin
         await pilot.press("u")  # answered once the press returns: Pilot waits for the screen
         await pilot.pause()
         assert pilot.app.screen is history  # nothing to confirm
+
+    drive(session, steps)
+
+
+def test_m_measures_after_a_confirmation_that_says_what_and_how_long(tmp_path):
+    from dldoctor.host.live import LiveHost
+    from dldoctor.registry import checks_in
+    from tests.support import standin_perf
+
+    bindir, log = tmp_path / "bin", tmp_path / "measured.log"
+    bindir.mkdir()
+    fake_command(bindir, "standin-measure", 'echo "$2" >> "$STANDIN_LOG"; echo 1.9')
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "STANDIN_LOG": str(log)}
+    measuring = [s for s in checks_in(standin_perf) if s.id == "perf.standin.first"]
+    passive = [s for s in ordered(builtin_checks()) if s.id == "system.kernel.version"]
+    assert passive
+    session = Session(lambda: LiveHost(env=env), Policy(), passive, read_only=False,
+                      measuring=measuring)  # fmt: skip
+
+    async def steps(pilot):
+        await pilot.press("m")
+        await until(pilot, on_screen(pilot, "ConfirmScreen"))
+        asked = _text(pilot.app.screen.query_one("#confirm-detail"))
+        assert "for at most 120 s in all" in asked and "No clock, power or GPU setting" in asked
+        assert str(pilot.app.screen.query_one("#yes").label) == "Yes, measure (y)"
+        await pilot.press("n")  # nothing is measured
+        await until(pilot, on_screen(pilot, "ResultsScreen"))
+        assert not log.exists()
+        await pilot.press("m")
+        await until(pilot, on_screen(pilot, "ConfirmScreen"))
+        await pilot.press("y")
+        await until(pilot, lambda: "perf.standin.first" in {f.id for f in session.findings()})
+        await finished(pilot, session)
+        found = {f.id: f for f in session.findings()}
+        assert found["perf.standin.first"].status.value == "pass"
+        assert "system.kernel.version" in found  # the other findings stay
+        assert log.read_text().count("\n") == 1
+        await pilot.press("question_mark")
+        await until(pilot, on_screen(pilot, "HelpScreen"))
+        helped = _text(pilot.app.screen.query_one("Static"))
+        assert "Measure (--active)" in helped
+
+    drive(session, steps)
+
+
+def test_the_footer_is_built_again_only_when_the_keys_it_shows_change():
+    """Work, not time: the help and back leave the results screen's footer keys as they
+    were (the same widgets); the filter box, which takes the letters, shows fewer, and
+    Esc out of it all of them again."""
+    from textual.widgets._footer import FooterKey
+
+    session = bundle_session("hgx-h100x8-roce-mtu1500")
+
+    async def steps(pilot):
+        screen = pilot.app.results
+
+        def keys(on) -> list:
+            return list(on.query(FooterKey))
+
+        def said() -> list[str]:
+            return [k.description for k in keys(screen)]
+
+        before = keys(screen)
+        everything = said()
+        assert {"Fix", "Status filter", "Help", "Quit"} <= set(everything)
+        await pilot.press("question_mark")
+        await until(pilot, on_screen(pilot, "HelpScreen"))
+        await until(pilot, lambda: keys(pilot.app.screen))
+        assert "Back" in {k.description for k in keys(pilot.app.screen)}
+        await pilot.press("escape")
+        await until(pilot, lambda: pilot.app.screen is screen)
+        assert keys(screen) == before and all(k.is_attached for k in before)
+        await pilot.press("slash")
+        await until(pilot, lambda: "Fix" not in said())  # typed into the box, not keys
+        await pilot.press("escape")
+        await until(pilot, lambda: said() == everything)
 
     drive(session, steps)

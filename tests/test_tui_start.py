@@ -3,7 +3,7 @@
 from types import SimpleNamespace
 
 from dldoctor.cli.check import _prefetching
-from dldoctor.early import EARLY_PROBES, EARLY_RUNS
+from dldoctor.early import EARLY_PROBES, early_runs
 
 
 class Host:
@@ -24,7 +24,7 @@ def test_the_first_run_gets_the_host_whose_probes_started_while_the_checks_load(
         return made[-1]
 
     maker = _prefetching(SimpleNamespace(only=()), make_host)
-    assert len(made) == 1 and made[0].early == (tuple(EARLY_RUNS), tuple(EARLY_PROBES))
+    assert len(made) == 1 and made[0].early == (early_runs(), tuple(EARLY_PROBES))
     assert maker() is made[0]
     again = maker()  # a re-run asks the host afresh
     assert again is made[1] and again.early is None

@@ -19,6 +19,7 @@ from dldoctor.model import Status
 from dldoctor.render.text import GLYPHS
 from tests.support.cli import report_of, run_dldoctor
 from tests.support.paths import HOSTS
+from tests.support.processes import gone
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None, reason="tmux is not installed (Debian package tmux)"
@@ -62,8 +63,8 @@ def test_dldoctor_in_a_tmux_pane_shows_the_findings_and_quits_cleanly(tmp_path):
         assert "Traceback" not in after
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
-    gone = subprocess.run(["tmux", "-L", socket, "has-session"], capture_output=True, timeout=10)
-    assert gone.returncode != 0  # the server it started is stopped
+    server = subprocess.run(["tmux", "-L", socket, "has-session"], capture_output=True, timeout=10)
+    assert server.returncode != 0  # the server it started is stopped
 
 
 def _exit_code(done, failure: str) -> str:
@@ -93,19 +94,6 @@ def _start(socket: str, tmp_path, done) -> None:
         time.sleep(0.25)
 
 
-def _gone(pid: int, within: float) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_sigterm_ends_the_app_with_143_and_a_closed_terminal_ends_it_too(tmp_path):
     socket = f"dldoctor-test-{uuid.uuid4().hex[:8]}"
     done = tmp_path / "exit-code"
@@ -120,7 +108,7 @@ def test_sigterm_ends_the_app_with_143_and_a_closed_terminal_ends_it_too(tmp_pat
         _start(socket, tmp_path, tmp_path / "second")
         pid = _app_pid(socket)
         _tmux(socket, "kill-server")  # the terminal goes away under the app
-        assert _gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal"
+        assert gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal"
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
 
@@ -136,7 +124,7 @@ def _hang_up(socket: str, command: str, shown: str, before) -> None:
     pid = _app_pid(socket)
     before()
     _tmux(socket, "kill-session", "-t", "t")
-    assert _gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal: {_stuck(pid)}"
+    assert gone(pid, within=10), f"dldoctor (pid {pid}) outlived its terminal: {_stuck(pid)}"
 
 
 def _stuck(pid: int) -> str:

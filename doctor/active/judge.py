@@ -100,7 +100,12 @@ def judge(
             for m, median in slow
         ]
         return warned(_some(said), lines, figures=figures)
-    return passed(_all_well(parts, no_reference), lines, figures=figures)
+    # A check measuring two figures of each part (a volume's sequential and 4K random
+    # reads) says each: one range of values in one unit per figure.
+    kinds = dict.fromkeys((m.what, m.unit) for m, _ in parts)
+    said = [_all_well([p for p in parts if (p[0].what, p[0].unit) == k], no_reference)
+            for k in kinds]  # fmt: skip
+    return passed("; ".join(said), lines, figures=figures)
 
 
 def _line(m: Measured, ref: Reference | None) -> str:
@@ -148,8 +153,10 @@ def _all_well(parts: list[tuple[Measured, Reference | None]], no_reference: str)
 
 
 def _plural(parts: list[tuple[Measured, Reference | None]]) -> str:
-    """ "GPUs", "NUMA nodes", "volumes": the parts' kind, from the first's subject."""
+    """ "GPUs", "NUMA nodes", "volumes", "pairs": the parts' kind, from the first's subject."""
     subject = parts[0][0].subject
     if subject.startswith("/"):
         return "volumes"
+    if "→" in subject:  # "GPU 0 → GPU 1": a pair measured one way
+        return "pairs"
     return f"{subject.rstrip('0123456789 ') or 'part'}s"

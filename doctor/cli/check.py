@@ -20,6 +20,7 @@ from dldoctor.cli.shared import (
     InputError,
     Parser,
     UsageError,
+    add_active_arguments,
     add_request_arguments,
     add_selection_arguments,
     write_output,
@@ -61,6 +62,7 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
             help="show details, evidence and timings of every check",
         )
     add_request_arguments(p)
+    add_active_arguments(p)
     add_selection_arguments(p)
     p.add_argument("--strict", action="store_true", help="warnings also fail the run (exit 1)")
     p.add_argument(
@@ -146,11 +148,7 @@ def _diagnosis(
     if _interactive(args, snapshot):
         return _app(request, cleanup)
     if args.list_checks:
-        lines = [
-            f"{spec.id:32} {spec.title}"
-            + ("" if spec.source == "builtin" else f"  [{spec.source}]")
-            for spec in specs_of(request.no_plugins)[0]
-        ]
+        lines = [list_line(spec) for spec in specs_of(request.no_plugins, active=True)[0]]
         write_output(lambda: print("\n".join(lines)))
         return ExitCode.OK
     deadline_at = request.deadline_at
@@ -172,8 +170,13 @@ def _diagnosis(
         extras.extend(take.start_extras(recorder))
         return recorder
 
+    listeners = _measuring_progress(request, cleanup)
     report, host = diagnose_for(
-        request, cleanup, deadline_at=deadline_at, wrap=recording if snapshot else None
+        request,
+        cleanup,
+        deadline_at=deadline_at,
+        wrap=recording if snapshot else None,
+        listeners=listeners,
     )
     if snapshot:
         from dldoctor.cli.snapshot import write_snapshot
@@ -185,25 +188,71 @@ def _diagnosis(
     return code
 
 
-def selected_checks(request):
+def list_line(spec) -> str:
+    """A line of `--list-checks`: id, title, a measuring check's mark, a plugin's source."""
+    mark = "  (--active)" if spec.active else ""
+    source = "" if spec.source == "builtin" else f"  [{spec.source}]"
+    return f"{spec.id:32} {spec.title}{mark}{source}"
+
+
+def measuring(request, host=None) -> bool:
+    """Whether a run of `request` on `host` runs the measuring checks: asked (--active), or
+    a replay of a bundle taken with --active (its measurements are in it)."""
+    return request.active or bool(host is not None and host.holds_measurements)
+
+
+def _measuring_progress(request, cleanup: contextlib.ExitStack) -> list:
+    """The terminal's progress lines of the measurements (stderr a terminal, this host
+    measured): the runner's listener, told each measurement's start and end too."""
+    if not request.active or request.bundle:
+        return []
+    from dldoctor.active.progress import MeasuringProgress, wanted
+
+    if not wanted(sys.stderr):
+        return []
+    from dldoctor.active import listening
+
+    progress = MeasuringProgress(sys.stderr)
+    cleanup.enter_context(listening(progress))
+    return [progress]
+
+
+def selected_checks(request, *, active: bool | None = None):
     """The checks `--only` and `--skip` select (UsageError when they name none), and the
-    findings of plugins that failed to load."""
+    findings of plugins that failed to load. `active` (default: the request's): the
+    measuring checks too."""
     from dldoctor.registry import select
 
-    specs, plugin_findings = specs_of(request.no_plugins)
+    active = request.active if active is None else active
+    specs, plugin_findings = specs_of(request.no_plugins, active=active)
     try:
         return select(specs, list(request.only), list(request.skip)), plugin_findings
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(_without_active(request, str(exc)) if not active else str(exc)) from None
 
 
-def diagnose_for(request, cleanup: contextlib.ExitStack, *, deadline_at=None, wrap=None):
+def _without_active(request, said: str) -> str:
+    """`--only perf` without --active: say that those are measuring checks, not that no
+    check matches."""
+    from dldoctor.registry import select
+
+    try:
+        select(specs_of(request.no_plugins, active=True)[0], list(request.only), list(request.skip))
+    except ValueError:
+        return said
+    return f"{said}: measuring checks (category perf) run only with --active"
+
+
+def diagnose_for(
+    request, cleanup: contextlib.ExitStack, *, deadline_at=None, wrap=None, listeners=()
+):
     """(the report, the host) of the diagnosis `--check` makes of a Request: for it,
-    snapshot (`wrap`: the host it records through), genconf and slurm-healthcheck."""
+    snapshot (`wrap`: the host it records through), genconf and slurm-healthcheck. The
+    measuring checks run when asked or when a replayed bundle holds measurements."""
     host = _start_early(request, host_maker(request, cleanup)[0]())
     from dldoctor.diagnose import diagnose
 
-    specs, plugin_findings = selected_checks(request)
+    specs, plugin_findings = selected_checks(request, active=measuring(request, host))
     if wrap is not None:
         host = wrap(host)
     report = diagnose(
@@ -214,6 +263,7 @@ def diagnose_for(request, cleanup: contextlib.ExitStack, *, deadline_at=None, wr
         extra_findings=plugin_findings,
         strict=request.strict,
         policy_source=request.policy_source,
+        listeners=listeners,
     )
     return report, host
 
@@ -234,7 +284,10 @@ def _app(request, cleanup: contextlib.ExitStack) -> ExitCode:
 
     make_host, bundle_dir = host_maker(request, cleanup)
     first_run_host = _prefetching(request, make_host)
-    specs, plugin_findings = selected_checks(request)
+    active = measuring(request, make_host() if request.bundle else None)
+    specs, plugin_findings = selected_checks(request, active=active)
+    # What `m` runs: the measuring checks of the selection, after a confirmation.
+    measuring_specs = [s for s in selected_checks(request, active=True)[0] if s.active]
     from dldoctor.tui.session import Session
 
     notices = [] if request.bundle else _fixes_after_boot(request, make_host())
@@ -248,6 +301,7 @@ def _app(request, cleanup: contextlib.ExitStack) -> ExitCode:
         label=request.bundle or "",
         extra=plugin_findings,
         notices=notices,
+        measuring=measuring_specs,
     )
     session.start()  # the checks run while Textual loads: results are there at first paint
     from dldoctor.tui import run_app
@@ -272,10 +326,10 @@ def _prefetching(request, make_host):
 def _start_early(request, host):
     """`host`, having started the child interpreters a whole run asks for, before the facts
     and the checks are imported: they start on the other core meanwhile."""
-    from dldoctor.early import EARLY_PROBES, EARLY_RUNS
+    from dldoctor.early import EARLY_PROBES, early_runs
 
     if not request.only:
-        host.prefetch(runs=EARLY_RUNS, probes=EARLY_PROBES)
+        host.prefetch(runs=early_runs(), probes=EARLY_PROBES)
     return host
 
 
@@ -309,7 +363,7 @@ def specs_of(no_plugins: bool, *, active: bool = False):
     measuring checks only when `active`."""
     from dldoctor.registry import builtin_checks, ordered, plugin_checks, plugins_disabled
 
-    specs = builtin_checks(active=active)
+    specs = builtin_checks(active=True)
     findings: list[Finding] = []
     if not plugins_disabled(no_plugins):
         loaded = plugin_checks()
@@ -332,7 +386,8 @@ def specs_of(no_plugins: bool, *, active: bool = False):
                     source=name,
                 )
             )
-    return ordered(specs), findings
+    # A plugin's measuring check is opt-in too; ids are taken by every check all the same.
+    return ordered([s for s in specs if active or not s.active]), findings
 
 
 def host_maker(request, cleanup: contextlib.ExitStack):

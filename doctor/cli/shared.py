@@ -1,6 +1,6 @@
 """What every command of `dldoctor` shares: its parser, its errors (each said in one line
-with its exit code by dldoctor.cli), the four options of a request, and the writers of an
-output (stdout, a file)."""
+with its exit code by dldoctor.cli), the four options of a request, the active tier's two,
+and the writers of an output (stdout, a file)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,42 @@ def add_request_arguments(
         kind = float if flag in ("--timeout", "--deadline") else str
         text = (helps or {}).get(flag, text)
         p.add_argument(flag, dest=dest, metavar=metavar, type=kind, help=text)
+
+
+# The active tier's options (docs/active.md), read by request_from as Request.active and
+# Request.force. `--force` has a meaning of its own in `fix` and `genconf` (apply, write
+# anyway): this one's dest is its own, so that theirs never lets a measurement load GPUs.
+ACTIVE_OPTIONS = {
+    "--active": (
+        "active",
+        "also run the measuring checks (category perf, docs/active.md): they load the GPUs, "
+        "disks, memory and network, one at a time, for at most the policy's "
+        "timeouts.active_s (default 120 s) more",
+    ),
+    "--force": (
+        "force_measure",
+        "with --active: measure GPUs that other processes are using too (their jobs slow "
+        "down, and the figures with them)",
+    ),
+}
+
+
+def add_active_arguments(
+    p: argparse.ArgumentParser,
+    *,
+    helps: Mapping[str, str] | None = None,
+    refused: Mapping[str, str] | None = None,
+    only: tuple[str, ...] = tuple(ACTIVE_OPTIONS),
+) -> None:
+    """--active and --force on `p` (`only`: those of them this command takes; a command
+    with a --force of its own leaves this one out); `refused` as in add_request_arguments."""
+    for flag, (dest, text) in ACTIVE_OPTIONS.items():
+        why = (refused or {}).get(flag)
+        if why is not None:
+            p.add_argument(flag, dest=dest, nargs=0, action=_Refused, why=why)
+        elif flag in only:
+            p.add_argument(flag, dest=dest, action="store_true",
+                           help=(helps or {}).get(flag, text))  # fmt: skip
 
 
 def add_selection_arguments(p: argparse.ArgumentParser) -> None:

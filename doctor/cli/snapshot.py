@@ -38,6 +38,7 @@ def write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitCo
             redactor=redactor,
             map_path=map_path,
             deadline=deadline_at,
+            active=args.active,
         )
     except (BundleError, OSError) as exc:
         raise OutputError(f"cannot write the snapshot: {exc}") from None

@@ -19,6 +19,7 @@ from dldoctor.host.base import (
     AnswerStatus,
     Host,
     NotCaptured,
+    Op,
     ProbeFailed,
     op_label,
     seconds,
@@ -64,6 +65,11 @@ class _EvidenceHost(ObservingHost):
             op_label(op, key),
             self.inner.limit(op, timeout),
         )
+
+    def asking_measure(self, key: str, timeout: float) -> None:
+        # The measuring budget's limit, not the passive probes' window (spent by now).
+        label = op_label(Op.RUN, key)
+        self.facts._doing[threading.get_ident()] = (label, self.inner.measure_limit(timeout))
 
     def seen(self, answer: Answer, argv: Sequence[str] | None) -> None:
         self.facts._doing.pop(threading.get_ident(), None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.gpu import normalise_pci_bus_id
@@ -53,8 +54,7 @@ def normalise_address(address: str) -> str:
     return normalise_pci_bus_id(address) or address.strip().lower()
 
 
-@dataclass(frozen=True)
-class AcsState:
+class AcsState(NamedTuple):
     """One device with an ACS capability, as lspci showed it."""
 
     address: str  # "0000:3b:00.0"
@@ -184,8 +184,7 @@ def parse_lspci_acs(text: str) -> LspciAcs:
     return LspciAcs(devices, restricted, tuple(notes))
 
 
-@dataclass(frozen=True)
-class AcsReport:
+class AcsReport(NamedTuple):
     available: bool = False  # lspci ran and printed something
     restricted: bool = False  # it ran without the rights to read ACS (needs root)
     devices: tuple[AcsState, ...] = ()  # sorted by address
@@ -295,8 +294,7 @@ def _asks_for_iommu(params: dict[str, str], hinted: str) -> bool:
     return bool(intel & {"on", "sm_on"} or amd & {"on", "force_enable"})
 
 
-@dataclass(frozen=True)
-class Iommu:
+class Iommu(NamedTuple):
     enabled: bool | None = None  # None: sysfs could not be read
     mode: str = ""  # "passthrough", "translated", "off", "" (unknown)
     cmdline: tuple[str, ...] = ()  # the IOMMU parameters, as written: ("iommu=pt", ...)

@@ -6,7 +6,7 @@ drives it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.gpu import normalise_pci_bus_id
@@ -15,16 +15,14 @@ from dldoctor.facts.reading import load_json
 ROCM_SMI = ["rocm-smi", "--showproductname", "--showdriverversion", "--showbus", "--json"]
 
 
-@dataclass(frozen=True)
-class AmdGpu:
+class AmdGpu(NamedTuple):
     card: str  # "card0"
     pci_bus_id: str
     series: str  # "Arcturus GL-XL [Instinct MI100]"
     sku: str = ""
 
 
-@dataclass(frozen=True)
-class AmdStack:
+class AmdStack(NamedTuple):
     gpus: tuple[AmdGpu, ...] = ()
     driver_version: str = ""  # amdgpu, as rocm-smi reports it
     rocm_version: str = ""  # /opt/rocm/.info/version

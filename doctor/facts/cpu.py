@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import FileRead, read_once, to_int
@@ -57,8 +57,7 @@ ARM_PARTS = {
 # --- /proc/cpuinfo --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CpuInfo:
+class CpuInfo(NamedTuple):
     model: str  # "" when cpuinfo names none
     vendor: str  # "GenuineIntel", "AuthenticAMD", "ARM", "NVIDIA", ...; "" when unknown
     sockets: int
@@ -188,8 +187,7 @@ def cpu_info(ctx: FactContext) -> CpuInfo:
 # --- cpufreq and SMT ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CpuFrequency:
+class CpuFrequency(NamedTuple):
     governors: dict[str, int]  # governor -> how many CPUs use it; {} without cpufreq
     driver: str  # scaling_driver of the first CPU ("intel_pstate", "acpi-cpufreq", ...)
     smt: str  # /sys/devices/system/cpu/smt/control; "" when the kernel has none

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.pythonenv import python_environments, site_dists
@@ -38,16 +38,14 @@ def parse_nccl_header(text: str) -> tuple[str, list[str]]:
     return ".".join(str(p) for p in parts if p is not None) + suffix, []
 
 
-@dataclass(frozen=True)
-class Cudnn:
+class Cudnn(NamedTuple):
     version: str  # "9.24.0" from a header, "9.1.0.70" from a wheel
     source: str  # "cudnn_version.h", "wheel nvidia-cudnn-cu12", ...
     path: str  # the header (links followed), or the wheel's package folder
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Nccl:
+class Nccl(NamedTuple):
     version: str
     source: str
     path: str
@@ -153,8 +151,7 @@ def parse_ldconfig(text: str) -> tuple[dict[str, tuple[str, ...]], list[str]]:
     return {k: tuple(v) for k, v in libs.items()}, notes
 
 
-@dataclass(frozen=True)
-class CudaLibraries:
+class CudaLibraries(NamedTuple):
     libraries: dict[str, tuple[str, ...]]  # "libcudart.so.13" -> ("/usr/local/.../...",)
     command: str  # the ldconfig command line that answered; "" when none did
     notes: tuple[str, ...] = ()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.pythonenv import (
@@ -59,8 +59,7 @@ def _constant(line: str, name: str) -> object:
     return ...
 
 
-@dataclass(frozen=True)
-class TorchBuild:
+class TorchBuild(NamedTuple):
     version: str  # "2.4.0+cu121"; "" when absent
     cuda: str | None  # "12.1"; "" for a build without CUDA; None when the file does not say
     hip: str  # ROCm/HIP version of a ROCm build, else ""
@@ -96,8 +95,7 @@ def _dict_bool(text: str, key: str) -> bool | None:
     return None if m is None else m.group(1) == "True"
 
 
-@dataclass(frozen=True)
-class TfBuild:
+class TfBuild(NamedTuple):
     cuda: str | None
     cudnn: str | None
     notes: tuple[str, ...] = ()
@@ -114,8 +112,7 @@ def parse_tf_build_info(text: str) -> TfBuild:
     return TfBuild(cuda, cudnn)
 
 
-@dataclass(frozen=True)
-class DeepSpeedBuild:
+class DeepSpeedBuild(NamedTuple):
     version: str
     cuda: str | None
     nccl: str | None
@@ -139,8 +136,7 @@ def parse_deepspeed_info(text: str) -> DeepSpeedBuild:
     )
 
 
-@dataclass(frozen=True)
-class Framework:
+class Framework(NamedTuple):
     name: str  # "torch", "tensorflow", "jax", "deepspeed"
     version: str
     cuda: str | None  # the CUDA it was built for; "" built without; None unknown

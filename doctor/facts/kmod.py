@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.system import kernel_cmdline
@@ -12,8 +12,7 @@ from dldoctor.host.base import AnswerStatus, ProbeFailed
 MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d")
 
 
-@dataclass(frozen=True)
-class Modules:
+class Modules(NamedTuple):
     loaded: frozenset[str]
     readable: bool = True
     nvidia_version: str = ""  # version of the loaded nvidia.ko; "" when not loaded
@@ -57,8 +56,7 @@ def modules(ctx: FactContext) -> Modules:
     return Modules(loaded, True, version, tuple(notes), nvidia_open=is_open)
 
 
-@dataclass(frozen=True)
-class Blacklist:
+class Blacklist(NamedTuple):
     """Where a module is kept from loading: modprobe.d lines and kernel command line."""
 
     files: tuple[str, ...] = ()  # "path: line" for each blacklisting line

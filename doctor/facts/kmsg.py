@@ -14,6 +14,7 @@ import datetime as _dt
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.host.base import DEFAULT_MAX_BYTES, Answer, AnswerStatus, command_key
@@ -155,8 +156,7 @@ def kept_lines(data: bytes) -> str:
     return b"\n".join(keep).decode("utf-8", "replace")
 
 
-@dataclass(frozen=True)
-class KernelLogText:
+class KernelLogText(NamedTuple):
     """The kernel log of the current boot, cut to `KEPT_MARKERS` lines, as read once."""
 
     source: str  # the command line read; "" when none could be
@@ -259,7 +259,9 @@ def events_from_log(ctx: FactContext, parse, make):
 
 
 def _now_epoch(ctx: FactContext) -> tuple[float | None, list[str]]:
-    answer = ctx.host.run(list(DATE_ARGV)).require()
+    answer = ctx.host.run(list(DATE_ARGV)).require(uncaptured_ok=True)
+    if answer.status == AnswerStatus.NOT_CAPTURED:  # the ages are unknown, the events are not
+        ctx.replaced(answer)
     why = _why_unusable(answer)
     if not why:
         text = answer.text.strip()

@@ -9,7 +9,7 @@ for memlock. Throughout, a limit is `int` or `None` for unlimited (RLIM_INFINITY
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import to_int
@@ -80,8 +80,7 @@ def parse_proc_limits(text: str) -> tuple[dict[str, tuple[Limit, Limit]], list[s
     return limits, notes
 
 
-@dataclass(frozen=True)
-class ProcessLimits:
+class ProcessLimits(NamedTuple):
     limits: dict[str, tuple[Limit, Limit]]  # item -> (soft, hard), bytes for memlock
     notes: tuple[str, ...] = ()
 
@@ -122,8 +121,7 @@ CONF_TYPES = ("soft", "hard", "-")
 KIB_ITEMS = frozenset(("memlock", "rss", "data", "stack", "core", "fsize", "as"))
 
 
-@dataclass(frozen=True)
-class LimitsEntry:
+class LimitsEntry(NamedTuple):
     domain: str  # "*", "user", "@group", "%group", "1000:", ...
     type: str  # "soft", "hard" or "-" (both)
     item: str  # "memlock", "nofile", ...
@@ -180,8 +178,7 @@ def parse_limits_conf(text: str, file: str = "") -> tuple[list[LimitsEntry], lis
     return entries, notes
 
 
-@dataclass(frozen=True)
-class ConfiguredLimits:
+class ConfiguredLimits(NamedTuple):
     entries: tuple[LimitsEntry, ...]  # memlock and nofile entries, in the order pam reads
     files: tuple[str, ...]  # the files read, limits.conf first, then limits.d/*.conf
     notes: tuple[str, ...] = ()
@@ -276,14 +273,12 @@ def _limits_of(block: dict[str, str], prefix: str, notes: list[str]) -> dict[str
     return limits
 
 
-@dataclass(frozen=True)
-class UnitLimits:
+class UnitLimits(NamedTuple):
     unit: str  # "docker.service"
     limits: dict[str, Limit]  # "memlock"/"nofile" -> hard limit (bytes for memlock)
 
 
-@dataclass(frozen=True)
-class SystemdLimits:
+class SystemdLimits(NamedTuple):
     available: bool  # False: no systemctl, or systemd is not PID 1 (containers)
     defaults: dict[str, Limit]  # DefaultLimitMEMLOCK/NOFILE as "memlock"/"nofile"
     units: tuple[UnitLimits, ...]  # the launcher services that exist

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import read_text, to_int
@@ -46,16 +47,14 @@ _SYNC_WAITING = re.compile(
 # --- /proc/mdstat ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MdMember:
+class MdMember(NamedTuple):
     name: str  # "sda1", "nvme0n1"
     index: int | None  # the number in brackets (the member's slot in the superblock)
     role: str  # "active", "failed", "spare", "replacement", "journal", "write-mostly"
     flags: tuple[str, ...] = ()  # the letters the kernel printed: ("W", "F")
 
 
-@dataclass(frozen=True)
-class SyncProgress:
+class SyncProgress(NamedTuple):
     action: str  # "recovery", "resync", "check", "reshape", "repair"
     percent: float | None = None
     done_blocks: int | None = None
@@ -66,8 +65,7 @@ class SyncProgress:
     pending: bool = False  # resync=PENDING: waits for the array to be written (auto-read-only)
 
 
-@dataclass(frozen=True)
-class MdArray:
+class MdArray(NamedTuple):
     name: str  # "md0", "md_d0"
     state: str  # "active", "inactive", "active (auto-read-only)", "active (read-only)"
     level: str  # "raid1", "raid5", "linear", ...; "" when the kernel printed none (inactive)
@@ -93,8 +91,7 @@ class MdArray:
         return tuple(m for m in self.members if m.role == "spare")
 
 
-@dataclass(frozen=True)
-class Mdstat:
+class Mdstat(NamedTuple):
     personalities: tuple[str, ...] = ()
     arrays: tuple[MdArray, ...] = ()
     notes: tuple[str, ...] = ()
@@ -249,8 +246,7 @@ def parse_mdstat(text: str) -> Mdstat:
 # --- mdadm --detail -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MdadmMember:
+class MdadmMember(NamedTuple):
     number: int | None  # "Number" column; None for "-"
     raid_device: int | None  # "RaidDevice" column; None for "-" (spares, faulty)
     state: str  # "active sync", "spare", "faulty", "removed", "spare rebuilding"
@@ -359,8 +355,7 @@ def parse_mdadm_detail(text: str) -> MdadmDetail:
 _IN_SLOT = ("active", "write-mostly", "replacement")
 
 
-@dataclass(frozen=True)
-class MemberMap:
+class MemberMap(NamedTuple):
     """What the members of one array say about its redundancy, from every source read.
 
     `missing` is what decides "degraded": a resync, check or reshape never fills a slot;

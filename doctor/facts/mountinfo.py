@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.host.base import AnswerStatus
@@ -14,8 +14,7 @@ MOUNTINFO = "/proc/self/mountinfo"
 MOUNTINFO_BYTES = 4 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class Mount:
+class Mount(NamedTuple):
     mount_point: str
     fstype: str  # "ext4", "nfs4", "fuse.sshfs"
     source: str  # "/dev/nvme0n1p2", "server:/export", "none"
@@ -70,8 +69,7 @@ def fstype_on(mounts: Iterable[Mount], mount_point: str) -> str | None:
     return fstype
 
 
-@dataclass(frozen=True)
-class MountTable:
+class MountTable(NamedTuple):
     """/proc/self/mountinfo as read once. A read that timed out, failed or was not captured
     raises instead: it is never an empty table."""
 

@@ -3,14 +3,13 @@ driver and firmware of each physical interface (`ethtool -i`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.host.base import AnswerStatus
 
 
-@dataclass(frozen=True)
-class Interfaces:
+class Interfaces(NamedTuple):
     net: tuple[str, ...] = ()
     infiniband: tuple[str, ...] = ()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import to_int
@@ -86,16 +86,14 @@ def parse_node_meminfo(text: str) -> tuple[dict[str, int], list[str]]:
 # --- the fact -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class NumaNode:
+class NumaNode(NamedTuple):
     node: int
     cpus: tuple[int, ...]
     cpulist: str  # as sysfs wrote it, stripped ("0-3,8-11"; "" for a memory-only node)
     memory_total_bytes: int | None  # None when the node's meminfo said nothing
 
 
-@dataclass(frozen=True)
-class NumaTopology:
+class NumaTopology(NamedTuple):
     nodes: tuple[NumaNode, ...]  # in node order; () when sysfs has no node folder
     balancing: int | None  # /proc/sys/kernel/numa_balancing (0 off, 1 on, 2 tiering)
     notes: tuple[str, ...] = ()
@@ -154,8 +152,7 @@ def numa_topology(ctx: FactContext) -> NumaTopology:
     return NumaTopology(tuple(nodes), balancing, tuple(notes))
 
 
-@dataclass(frozen=True)
-class Numactl:
+class Numactl(NamedTuple):
     """Where numactl is ("numactl" when it runs but PATH did not show it); "" if absent."""
 
     path: str

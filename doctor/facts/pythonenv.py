@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import note_unless_missing, realpath
@@ -33,23 +33,20 @@ def parse_dist_dirname(entry: str) -> tuple[str, str] | None:
 # --- Python environments --------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PythonEnvironment:
+class PythonEnvironment(NamedTuple):
     executable: str
     version: str
     source: str  # "dldoctor" (the interpreter running it) or "python3 on PATH"
     site_dirs: tuple[str, ...]  # import order, links resolved
 
 
-@dataclass(frozen=True)
-class SiteDir:
+class SiteDir(NamedTuple):
     path: str
     entries: tuple[str, ...]  # its top level only
     environments: tuple[str, ...]  # executables that import from it
 
 
-@dataclass(frozen=True)
-class PythonEnvironments:
+class PythonEnvironments(NamedTuple):
     environments: tuple[PythonEnvironment, ...]
     sites: tuple[SiteDir, ...]
     notes: tuple[str, ...] = ()
@@ -117,8 +114,7 @@ def python_environments(ctx: FactContext) -> PythonEnvironments:
 # --- dist-info METADATA ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Requirement:
+class Requirement(NamedTuple):
     name: str  # canonical
     spec: str  # ">=12.5.82,<13.0", "==9.1.0.70", ""
     marker: str  # 'platform_system == "Linux"', ""
@@ -152,8 +148,7 @@ def parse_requirement(line: str) -> Requirement | None:
     return Requirement(canonical_name(m.group(1)), spec, marker.strip())
 
 
-@dataclass(frozen=True)
-class Metadata:
+class Metadata(NamedTuple):
     name: str  # canonical; "" when absent
     version: str  # "" when absent
     requires: tuple[Requirement, ...] = ()
@@ -195,8 +190,7 @@ def parse_metadata(text: str) -> Metadata:
     )
 
 
-@dataclass(frozen=True)
-class _Dist:
+class _Dist(NamedTuple):
     name: str
     version: str  # from the folder name
     entry: str  # the dist-info folder
@@ -231,8 +225,7 @@ def read_metadata(ctx: FactContext, site: str, dist: _Dist, notes: list[str]) ->
 # --- pip nvidia-* wheels --------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class NvidiaWheel:
+class NvidiaWheel(NamedTuple):
     name: str  # canonical: "nvidia-cudnn-cu12", "nvidia-cuda-runtime", "cuda-toolkit"
     version: str  # from its dist-info folder name
     cuda: str  # the CUDA major its name says ("12" for -cu12); "" when it says none

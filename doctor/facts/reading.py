@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dldoctor.host.base import Answer, AnswerStatus, Host, Op, ProbeFailed, op_label
 
@@ -41,8 +40,7 @@ INT_BITS = 64
 MAX_INT_CHARS = 80
 
 
-@dataclass(frozen=True)
-class FileRead:
+class FileRead(NamedTuple):
     """A file read once for every fact that parses it (/proc/cmdline, /proc/cpuinfo). A read
     that timed out, failed or was not captured raises instead (`read_once`): it is never an
     empty file."""

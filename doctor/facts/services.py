@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 
 
-@dataclass(frozen=True)
-class ServiceState:
+class ServiceState(NamedTuple):
     name: str
     state: str  # "active", "inactive", "failed", ... ; "" when systemd could not say
     note: str = ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.mountinfo import MOUNTINFO, fstype_on, mount_table
@@ -21,8 +21,7 @@ THP = "/sys/kernel/mm/transparent_hugepage"
 THP_RHEL6 = "/sys/kernel/mm/redhat_transparent_hugepage"
 
 
-@dataclass(frozen=True)
-class SharedMemory:
+class SharedMemory(NamedTuple):
     size_bytes: int | None  # None when /dev/shm could not be looked at
     free_bytes: int | None  # available to unprivileged users (f_bavail)
     mounted: bool  # a mount of its own (tmpfs, normally)
@@ -72,8 +71,7 @@ def dev_shm(ctx: FactContext) -> SharedMemory:
 # --- transparent huge pages -----------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TransparentHugepages:
+class TransparentHugepages(NamedTuple):
     enabled: str  # "always", "madvise" or "never"; "" when the kernel has no THP
     defrag: str  # "always", "defer", "defer+madvise", "madvise", "never"; ""
     notes: tuple[str, ...] = ()

@@ -15,8 +15,7 @@ import queue
 import re
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dldoctor.facts import Fact, FactContext, fact
 from dldoctor.facts.mountinfo import Mount, mount_table
@@ -36,8 +35,7 @@ NVME_STATES = frozenset(
 # --- NVMe -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SmartHealth:
+class SmartHealth(NamedTuple):
     source: str  # "nvme-cli" or "smartctl"
     critical_warning: int | None = None  # NVMe critical-warning bit field; 0 is healthy
     media_errors: int | None = None
@@ -63,8 +61,7 @@ class SmartHealth:
         )
 
 
-@dataclass(frozen=True)
-class NvmeController:
+class NvmeController(NamedTuple):
     name: str  # "nvme0"
     model: str = ""
     serial: str = ""
@@ -356,8 +353,7 @@ def _stuck(answer: Answer, path: str, m: Mount | None) -> str:
 # --- free space -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Space:
+class Space(NamedTuple):
     path: str
     mount_point: str  # "" when no mount was found for it
     fstype: str
@@ -488,8 +484,7 @@ NETWORK_FSTYPES = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class NetFs:
+class NetFs(NamedTuple):
     mount_point: str
     fstype: str
     source: str  # "server:/export", "10.0.0.1@o2ib:/lustre"

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor import shellwords
-from dldoctor.early import PATH_PYTHON_ARGV  # the `python3` on PATH, started early
+
+# The `python3` on PATH, started early. PATH_PYTHON_ARGV, the command through PATH, is the
+# one every bundle without a pyenv answer holds (tests and bundle builders name it here).
+from dldoctor.early import PATH_PYTHON_ARGV, path_python_argv  # noqa: F401
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.cpu import cpuinfo
 from dldoctor.facts.mountinfo import MountTable, fstype_on, mount_table
@@ -29,8 +32,7 @@ from dldoctor.versions import version_tuple
 # --- /etc/os-release ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class OsRelease:
+class OsRelease(NamedTuple):
     id: str = ""
     id_like: tuple[str, ...] = ()
     version_id: str = ""
@@ -89,8 +91,7 @@ def os_release(ctx: FactContext) -> OsRelease:
 # --- kernel ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Kernel:
+class Kernel(NamedTuple):
     release: str  # as `uname -r` prints it; "" when unknown
     version: tuple[int, ...] | None
 
@@ -117,8 +118,7 @@ def kernel_cmdline(ctx: FactContext) -> FileRead:
 # --- /proc/meminfo --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Memory:
+class Memory(NamedTuple):
     total_bytes: int | None
     available_bytes: int | None
     swap_total_bytes: int | None
@@ -205,8 +205,7 @@ def hostname(ctx: FactContext) -> str:
 # --- Python ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Python:
+class Python(NamedTuple):
     version: str  # of the interpreter running dldoctor
     executable: str
     in_venv: bool
@@ -215,8 +214,7 @@ class Python:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class PathPython:
+class PathPython(NamedTuple):
     """The `python3` a user gets from PATH: what it is and where its packages are."""
 
     executable: str
@@ -225,10 +223,19 @@ class PathPython:
     notes: tuple[str, ...] = ()
 
 
+def _shim_target(ctx: FactContext) -> str | None:
+    """The interpreter that PATH's pyenv shim runs, as the `python` probe found it (bundles
+    made before it looked, and hand-made ones, have none: the command goes through PATH)."""
+    info = ctx.host.probe("python")
+    data = info.value if info.ok and isinstance(info.value, dict) else {}
+    target = data.get("path_python3_exec")
+    return target if isinstance(target, str) and target else None
+
+
 @fact("python.path")
 def path_python(ctx: FactContext) -> PathPython | None:
     """None when there is no python3 on PATH (or the bundle has no answer for it)."""
-    answer = ctx.host.run(list(PATH_PYTHON_ARGV)).require()
+    answer = ctx.host.run(list(path_python_argv(_shim_target(ctx)))).require()
     if answer.status in (AnswerStatus.MISSING, AnswerStatus.NOT_INSTALLED):
         return None
     if not answer.ok:
@@ -277,8 +284,7 @@ def python(ctx: FactContext) -> Python:
 # --- C library ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Libc:
+class Libc(NamedTuple):
     name: str  # "glibc", or "" when the C library did not say (musl answers nothing)
     version: str
     notes: tuple[str, ...] = ()
@@ -314,8 +320,7 @@ _CGROUP_RUNTIMES = (
 )
 
 
-@dataclass(frozen=True)
-class Container:
+class Container(NamedTuple):
     in_container: bool | None  # None: signs point both ways
     runtime: str  # "" when not in a container or unknown
     signs: tuple[str, ...] = ()  # what was seen, for the finding's details

@@ -15,7 +15,7 @@ temperature read is told by its Sensor instead).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import SMALL, answer_text, read_listing, read_text
@@ -37,8 +37,7 @@ CPU_ZONE_TYPES = frozenset({"x86_pkg_temp", "cpu-thermal", "cpu_thermal", "soc_t
 CPU_CHIPS = frozenset({"coretemp", "k10temp", "zenpower", "k8temp", "cpu_thermal"})
 
 
-@dataclass(frozen=True)
-class Sensor:
+class Sensor(NamedTuple):
     source: str  # "thermal_zone0", "hwmon2/temp1"
     label: str  # zone type ("acpitz"), or chip name and label ("coretemp Package id 0")
     celsius: float | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.pythonenv import SMALL_FILE_BYTES, parse_dist_dirname
@@ -56,8 +56,7 @@ def nvcc_script_target(text: str) -> str:
     return ""
 
 
-@dataclass(frozen=True)
-class _Nvcc:
+class _Nvcc(NamedTuple):
     path: str = ""  # where PATH finds it
     toolkit: str = ""  # the toolkit folder it belongs to (the parent of its bin/)
     release: str = ""  # "13.0"
@@ -151,8 +150,7 @@ def _major_minor(version: str) -> str:
     return f"{m.group(1)}.{m.group(2)}" if m else version
 
 
-@dataclass(frozen=True)
-class CudaToolkit:
+class CudaToolkit(NamedTuple):
     path: str  # the folder, links followed
     version: str  # "12.4.1", "13.0"; "" when nothing told
     source: str  # what gave it: "version.json", "include/cuda.h", "dist-info/...", ...
@@ -161,8 +159,7 @@ class CudaToolkit:
     links: tuple[str, ...] = ()  # other paths that lead here: /usr/local/cuda, CUDA_HOME...
 
 
-@dataclass(frozen=True)
-class CudaToolkits:
+class CudaToolkits(NamedTuple):
     toolkits: tuple[CudaToolkit, ...]
     selected: str  # the toolkit CUDA_HOME / CUDA_PATH / PATH's nvcc / /usr/local/cuda picks
     selected_by: str  # "CUDA_HOME", "CUDA_PATH", "nvcc on PATH", "/usr/local/cuda", ""

@@ -8,7 +8,7 @@ is what `XID_CATALOG` records.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.gpu import normalise_pci_bus_id
@@ -170,8 +170,7 @@ def xid_info(xid: int | None) -> tuple[str, str, str]:
 # --- the model ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class XidEvent:
+class XidEvent(NamedTuple):
     xid: int | None  # None: the Xid-less "has fallen off the bus" message
     pci: str  # as printed: "0000:3b:00" in Xid lines, "0000:3b:00.0" in the other one
     message: str  # what follows the Xid number, pid= and name= left out
@@ -192,8 +191,7 @@ class XidEvent:
         return normalise_pci_bus_id(self.pci) or self.pci.lower()
 
 
-@dataclass(frozen=True)
-class KernelLog:
+class KernelLog(NamedTuple):
     source: str  # the command line read; "" when none could be
     events: tuple[XidEvent, ...]
     readable: bool

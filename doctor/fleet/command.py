@@ -8,6 +8,9 @@ import sys
 from collections.abc import Sequence
 
 from dldoctor.exitcodes import ExitCode
+from dldoctor.policy import PerfPolicy
+
+STRAGGLER = PerfPolicy().straggler
 
 DEFAULT_NODE_TIMEOUT_S = 120.0
 EPILOG = (
@@ -28,12 +31,32 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
         help="also list the nodes whose findings or key facts changed since that sweep",
     )
     p.add_argument(
-        "--strict", action="store_true", help="warnings and odd ones out also fail (exit 1)"
+        "--strict",
+        action="store_true",
+        help="warnings, odd ones out and stragglers also fail (exit 1)",
+    )
+    p.add_argument(
+        "--straggler",
+        type=_fraction,
+        default=STRAGGLER,
+        metavar="FRACTION",
+        help="a measured part below this fraction of the fleet's median is a straggler "
+        f"(default {STRAGGLER}, the policy's perf.straggler)",
     )
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1]")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from dldoctor.cli.shared import Parser, add_request_arguments
+    from dldoctor.cli.shared import Parser, add_active_arguments, add_request_arguments
 
     p = Parser(
         prog="dldoctor fleet",
@@ -77,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
             "--from": "a sweep runs on the nodes; fold recorded reports or bundles with "
             "`dldoctor fleet report`",
             "--deadline": "each node's run ends by --timeout",
+        },
+    )
+    add_active_arguments(
+        run,
+        helps={
+            "--active": "each node also runs the measuring checks (docs/active.md); the "
+            "default --timeout grows by the policy's timeouts.active_s",
+            "--force": "with --active: each node measures GPUs that other processes use too",
         },
     )
     run.add_argument(
@@ -123,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
             "--deadline": "folding reports runs nothing on a node",
         },
     )
+    add_active_arguments(
+        report,
+        refused={
+            "--active": "a fleet report folds what the nodes measured (their reports' figures)",
+            "--force": "folding reports runs nothing on a node",
+        },
+    )
     _output_flags(report)
     return p
 
@@ -139,8 +177,10 @@ def main(argv: Sequence[str]) -> int:
         from dldoctor.request import request_from
 
         # The sweep's --timeout is each node's, not the checks': the request has none.
-        node_timeout = DEFAULT_NODE_TIMEOUT_S if args.timeout is None else args.timeout
         request = request_from(argparse.Namespace(**{**vars(args), "timeout": None}))
+        # A node that measures runs for its measuring budget more.
+        measuring = request.policy.timeouts.active_s if request.active else 0.0
+        node_timeout = DEFAULT_NODE_TIMEOUT_S + measuring if args.timeout is None else args.timeout
         return _report([sweep(args, request, node_timeout)], args)
     return _report(args.inputs, args)
 
@@ -153,7 +193,7 @@ def _report(inputs: list[str], args) -> int:
 
     try:
         since = (args.since, list(entries([args.since]))) if args.since else None
-        doc = build(entries(inputs), since=since, strict=args.strict)
+        doc = build(entries(inputs), since=since, strict=args.strict, straggler=args.straggler)
     except InputError as exc:
         print(f"dldoctor: {exc}", file=sys.stderr)
         return ExitCode.BAD_INPUT

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -29,6 +30,7 @@ MAX_REPORT_BYTES = 32 * 1024 * 1024  # an 8-GPU host's report is about 400 KiB
 MAX_SWEEP_BYTES = 64 * 1024 * 1024
 MAX_VALUES = 1_000_000  # JSON values parsed of one report (each costs memory)
 MAX_FINDINGS = 5_000
+MAX_FIGURES = 100_000  # measured figures of one report (a P2P matrix of 8 GPUs is 56)
 MAX_TEXT = 300  # an id, a title or a summary kept of a node's finding
 STATUSES = frozenset(s.value for s in Status)
 REPORT_SUFFIXES = (".json", ".tar.gz", ".tgz")
@@ -47,11 +49,16 @@ class Problem:
     detail: str
 
 
+# What a fleet keeps of a measured figure: check id, subject, what, unit, value.
+FigureRow = tuple[str, str, str, str, float]
+
+
 @dataclass(frozen=True)
 class NodeReport:
     host: dict[str, Any]
     findings: list[tuple[str, str, str, str]]  # id, title, status, summary
     inventory: Any  # None in a report made before the inventory existed
+    figures: list[FigureRow] = field(default_factory=list)  # the active tier's
 
 
 @dataclass(frozen=True)
@@ -227,11 +234,19 @@ def _bundle_report(path: str) -> bytes | Problem:
 # superset of what `json` refuses (NaN, lone surrogates, out-of-range numbers), ASCII
 # input (as dldoctor writes it) leaves no encoding to guess, and any refusal, or a document
 # the checks below would refuse, is parsed again by `json`, whose answer names the fault.
+class _Figure(msgspec.Struct):
+    subject: str
+    what: str
+    value: float
+    unit: str
+
+
 class _Finding(msgspec.Struct):
     id: str
     title: str
     status: str
     summary: str
+    figures: list[_Figure] = []
 
 
 class _Report(msgspec.Struct):
@@ -258,7 +273,15 @@ def _fast(data: bytes) -> NodeReport | None:
     if not all(f.status in STATUSES for f in findings):
         return None
     rows = [(f.id[:MAX_TEXT], f.title[:MAX_TEXT], f.status, f.summary[:MAX_TEXT]) for f in findings]
-    return NodeReport(_host(doc.host), rows, doc.inventory)
+    figures = [
+        (f.id[:MAX_TEXT], g.subject[:MAX_TEXT], g.what[:MAX_TEXT], g.unit[:MAX_TEXT], g.value)
+        for f in findings
+        if f.figures
+        for g in f.figures
+    ]
+    if len(figures) > MAX_FIGURES or not all(map(math.isfinite, (r[4] for r in figures))):
+        return None
+    return NodeReport(_host(doc.host), rows, doc.inventory, figures)
 
 
 def parse(data: bytes) -> NodeReport | Problem:
@@ -319,4 +342,37 @@ def _report(doc: Any) -> NodeReport | Problem:
         if status not in STATUSES:
             return Problem(NOT_A_REPORT, f"a finding of status {status[:20]!r}")
         rows.append((fid[:MAX_TEXT], title[:MAX_TEXT], status, summary[:MAX_TEXT]))
-    return NodeReport(_host(doc.get("host")), rows, doc.get("inventory"))
+    figures = _figures(findings)
+    if isinstance(figures, Problem):
+        return figures
+    return NodeReport(_host(doc.get("host")), rows, doc.get("inventory"), figures)
+
+
+def _figures(findings: list[dict]) -> list[FigureRow] | Problem:
+    """Every finding's figures (docs/report-schema.md): a figure that is not one makes the
+    report "not a report", as a finding that is not one does."""
+    rows: list[FigureRow] = []
+    for f in findings:
+        listed = f.get("figures", [])
+        if type(listed) is not list:
+            return Problem(NOT_A_REPORT, "a finding whose figures are not a list")
+        for g in listed:
+            row = _figure_row(f["id"], g)
+            if row is None:
+                return Problem(NOT_A_REPORT, "a figure without a text subject, what and unit "
+                                             "and a finite number as its value")  # fmt: skip
+            rows.append(row)
+    if len(rows) > MAX_FIGURES:
+        return Problem(NOT_A_REPORT, f"more than {MAX_FIGURES} figures")
+    return rows
+
+
+def _figure_row(check: str, g: Any) -> FigureRow | None:
+    if type(g) is not dict:
+        return None
+    subject, what, unit, value = g.get("subject"), g.get("what"), g.get("unit"), g.get("value")
+    if not (type(subject) is type(what) is type(unit) is str):
+        return None
+    if type(value) not in (int, float) or not math.isfinite(value):
+        return None
+    return (check[:MAX_TEXT], subject[:MAX_TEXT], what[:MAX_TEXT], unit[:MAX_TEXT], float(value))

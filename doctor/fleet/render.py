@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dldoctor.diffing import figure_line
 from dldoctor.fleet.nodes import KINDS
 
 COLUMNS = ("pass", "warn", "fail", "error", "skip")
@@ -14,6 +15,7 @@ CLOSING = (
     ("erroring", "with checks that could not finish"),
     ("warning", "with warnings"),
     ("odd", "off the majority in a key fact"),
+    ("straggling", "with stragglers"),
 )
 
 
@@ -98,11 +100,45 @@ def _since_lines(since: dict) -> list[str]:
         parts += [f"{f['id']} gone (was {f['status']})" for f in found["only_in_a"]]
         parts += [f"{f['id']} new ({f['status']})" for f in found["only_in_b"]]
         parts += [f"{r['label']}: {r['a']} -> {r['b']}" for r in row["facts"]]
+        parts += [figure_line(r) for r in row.get("figures", ())]
         lines.append(f"  {row['node']}: " + "; ".join(parts))
     for key in ("new", "gone"):
         if since[key]["count"]:
             lines.append(f"  {key}: {since[key]['nodes']}")
     return lines or ["  nothing changed"]
+
+
+def _straggler_lines(perf: dict) -> list[str]:
+    """ "node17 GPU 3 hbm_copy 1409 GB/s, 54 % of the fleet median 2600 GB/s", worst first."""
+    from dldoctor.active.judge import amount, percent
+
+    lines = []
+    for s in perf["stragglers"][:MAX_DETAILS]:
+        of = f"the fleet median {amount(s['median'], s['unit'])}"
+        kind = f" ({s['kind']})" if s["kind"] else ""
+        lines.append(
+            f"  {s['node']} {s['subject']} {s['what']} {amount(s['value'], s['unit'])}, "
+            f"{percent(s['fraction'])} of {of}{kind} [{s['check']}]"
+        )
+    more = len(perf["stragglers"]) - MAX_DETAILS
+    if more > 0:
+        lines.append(f"  ... and {more} more (--json lists them all)")
+    return lines
+
+
+def _figure_lines(perf: dict) -> list[str]:
+    from dldoctor.active.judge import amount
+
+    lines = []
+    for r in perf["figures"]:
+        kind = f" ({r['kind']})" if r["kind"] else ""
+        lines.append(
+            f"  {r['check']} {r['what']}{kind}: median {amount(r['median'], r['unit'])} over "
+            f"{r['parts']} part(s) of {r['nodes']['count']} node(s), "
+            f"{amount(r['min'], '').strip()}–{amount(r['max'], r['unit'])}, "
+            f"{len(r['stragglers'])} straggler(s)"
+        )
+    return lines
 
 
 def _state(state: str) -> str:
@@ -137,6 +173,15 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append("  alike on every node that knows them: " + ", ".join(alike))
     for nodes, facts in _unknown(doc).items():
         lines.append(f"  not known on {nodes}: " + ", ".join(facts))
+    perf = doc.get("perf")
+    if perf and perf["figures"]:
+        below = f"below {perf['straggler'] * 100:.0f} % of the fleet's median"
+        lines += ["", "Figures measured", *_figure_lines(perf)]
+        lines += [
+            "",
+            f"Stragglers ({below})" if perf["stragglers"] else f"Stragglers: none {below}",
+        ]
+        lines += _straggler_lines(perf)
     if "since" in doc:
         lines += ["", f"Changed since {doc['since']['path']}", *_since_lines(doc["since"])]
     lines += ["", _closing(doc)]
@@ -178,6 +223,16 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines.append("None: every node that knows a key fact has its majority value.")
     for nodes, facts in _unknown(doc).items():
         lines += ["", f"Not known on {_cell(nodes)}: " + ", ".join(facts) + "."]
+    perf = doc.get("perf")
+    if perf and perf["figures"]:
+        lines += ["", "## Stragglers", ""]
+        lines += [
+            f"Parts below {perf['straggler'] * 100:.0f} % of the fleet's median, worst first.",
+            "",
+        ]
+        lines += [f"- {_cell(line.strip())}" for line in _straggler_lines(perf)] or ["None."]
+        lines += ["", "Figures measured:", ""]
+        lines += [f"- {_cell(line.strip())}" for line in _figure_lines(perf)]
     if "since" in doc:
         lines += ["", f"## Changed since {_cell(doc['since']['path'])}", ""]
         lines += [f"- {_cell(line.strip())}" for line in _since_lines(doc["since"])]

@@ -2,29 +2,40 @@
 
 Per check, how many nodes pass, warn, fail or error, the nodes folded as ClusterShell node
 sets; per key fact (doctor/keyfacts.py), the majority value and the nodes that differ (the
-odd ones out); with `since`, the nodes whose findings or key facts changed, compared by
+odd ones out); per measured figure (the active tier's), the fleet's median over every part
+measured alike and the stragglers below a fraction of it; with `since`, the nodes whose
+findings, key facts or figures changed, compared by
 `dldoctor diff`'s own code (doctor/diffing.py). Reports are read one at a time and only
 tallies are kept: 10,000 nodes fit in a few tens of MiB.
 """
 
 from __future__ import annotations
 
+import array
+import collections
 import functools
 import logging
 import re
+import statistics
 from collections.abc import Iterable
 from typing import Any
 
 from dldoctor import keyfacts
 from dldoctor.exitcodes import ExitCode
+from dldoctor.figures import LOWER_IS_BETTER
 from dldoctor.fleet.nodes import KINDS, NODE_NAME, Entry, NodeReport, Problem, load
 from dldoctor.model import Status
+from dldoctor.policy import PerfPolicy
 
 log = logging.getLogger("dldoctor")
 FORMAT = "dldoctor-fleet"
 FORMAT_VERSION = 1
 VERDICTS = ("pass", "warn", "fail", "error")
 ABSENT = "absent"  # the item (a GPU, a port) is not on that node, whose fact is known
+STRAGGLER = PerfPolicy().straggler  # a part below this fraction of the fleet's median
+# Figures of these checks are a GPU's: folded per GPU model, so that a mixed fleet's A100s
+# are not each a straggler beside its H100s.
+GPU_CHECKS = ("perf.gpu.", "perf.nccl.")
 
 
 def fold(names: Iterable[str]) -> str:
@@ -79,6 +90,19 @@ class _Fact:
         self.items: dict[str, dict[str | None, list[str]]] = {}  # item -> value -> nodes
 
 
+class _Figure:
+    """One figure measured alike across the fleet: a number and two indexes a part (the
+    node's in Tally.names, the subject's in Tally.subjects), 10,000 nodes of 90 figures in
+    a few MiB."""
+
+    __slots__ = ("values", "nodes", "subjects")
+
+    def __init__(self):
+        self.values = array.array("d")
+        self.nodes = array.array("L")
+        self.subjects = array.array("L")
+
+
 class Tally:
     """What the report keeps of each node: its name in a few lists."""
 
@@ -89,6 +113,8 @@ class Tally:
         self.checks: dict[str, _Check] = {}
         self.facts = {name: _Fact() for name in keyfacts.NAMES}
         self.labels: dict[str, str] = {}
+        self.figures: dict[tuple[str, str, str, str], _Figure] = {}  # check, what, unit, kind
+        self.subjects: dict[str, int] = {}
 
     def add_problem(self, name: str, problem: Problem) -> None:
         self.names.append(name)
@@ -118,7 +144,26 @@ class Tally:
                 tally.values.setdefault(value, []).append(name)
         for address, label in keyfacts.gpu_labels(inventory).items():
             self.labels.setdefault(address, label)
+        if report.figures:
+            self._add_figures(len(self.names) - 1, report.figures, _gpu_model(inventory))
         return facts
+
+    def _add_figures(self, node: int, figures, model: str) -> None:
+        for check, subject, what, unit, value in figures:
+            kind = model if check.startswith(GPU_CHECKS) else ""
+            key = (check, what, unit, kind)
+            tally = self.figures.get(key)
+            if tally is None:
+                tally = self.figures[key] = _Figure()
+            tally.values.append(value)
+            tally.nodes.append(node)
+            tally.subjects.append(self.subjects.setdefault(subject, len(self.subjects)))
+
+
+def _gpu_model(inventory) -> str:
+    """The node's GPU model (its most common), "" when not known."""
+    models = [g.model for g in inventory.gpus or () if g.model]
+    return collections.Counter(models).most_common(1)[0][0] if models else ""
 
 
 # --- the document -----------------------------------------------------------------------
@@ -129,6 +174,7 @@ def build(
     *,
     since: tuple[str, Iterable[Entry]] | None = None,
     strict: bool = False,
+    straggler: float = STRAGGLER,
 ) -> dict[str, Any]:
     """The fleet document of the nodes in `entries` (docs/fleet.md); `since` is (the old
     sweep's path, its entries). Each node's answer is read once, its old one beside it."""
@@ -147,7 +193,7 @@ def build(
             new.append(entry.name)
         elif row := _change(entry.name, old.pop(entry.name), answer, facts):
             changed.append(row)
-    doc = _document(tally, strict)
+    doc = _document(tally, strict, straggler)
     if since:
         doc["since"] = {
             "path": since[0],
@@ -185,27 +231,30 @@ def _change(name: str, old: Entry, now: NodeReport | Problem, facts) -> dict | N
     from dldoctor.diffing import compare
 
     before = old.problem or load(old.path)
-    row = {"node": name, "was": _state(before), "now": _state(now), "findings": None, "facts": []}
+    row = {"node": name, "was": _state(before), "now": _state(now), "findings": None,
+           "facts": [], "figures": []}  # fmt: skip
     if isinstance(before, NodeReport) and isinstance(now, NodeReport):
         doc = compare(_side(old.path, before, None), _side(name, now, facts))
         if doc["equivalent"]:
             return None
-        return {**row, "findings": doc["findings"], "facts": doc["facts"]}
+        return {**row, "findings": doc["findings"], "facts": doc["facts"],
+                "figures": doc["figures"]}  # fmt: skip
     return None if row["was"] == row["now"] else row
 
 
 def _side(path: str, report: NodeReport, facts):
-    from dldoctor.diffing import Side, finding_table, known_key_facts
+    from dldoctor.diffing import Side, figure_table, finding_table, known_key_facts
 
     facts = facts if facts is not None else keyfacts.key_facts(report.inventory)
     values = known_key_facts(facts)
     labels = keyfacts.gpu_labels(report.inventory)
     keys = ("id", "title", "status", "summary")
     findings = [dict(zip(keys, f, strict=True)) for f in report.findings]
-    return Side(path, "report", report.host, finding_table(findings), values, labels)
+    figures = figure_table(report.figures)
+    return Side(path, "report", report.host, finding_table(findings), values, labels, figures)
 
 
-def _document(tally: Tally, strict: bool) -> dict[str, Any]:
+def _document(tally: Tally, strict: bool, straggler: float) -> dict[str, Any]:
     checks = [_check_row(cid, c, tally.reported) for cid, c in tally.checks.items()]
     facts, odd, odd_nodes = [], [], {}
     for name, fact in tally.facts.items():
@@ -231,13 +280,15 @@ def _document(tally: Tally, strict: bool) -> dict[str, Any]:
                     }
                 )
             odd_nodes.update(dict.fromkeys(differing))
+    perf = _perf(tally, straggler)
+    straggling = list(dict.fromkeys(s["node"] for s in perf["stragglers"]))
     by_status = {s: _union(c.nodes.get(s, ()) for c in tally.checks.values()) for s in VERDICTS}
     not_reported = sum(len(p) for p in tally.problems.values())
     if by_status["fail"]:
         status, code = "fail", ExitCode.PROBLEMS
     elif by_status["error"] or not_reported:
         status, code = "error", ExitCode.INCOMPLETE
-    elif by_status["warn"] or odd:
+    elif by_status["warn"] or odd or straggling:
         status, code = "warn", ExitCode.PROBLEMS if strict else ExitCode.OK
     else:
         status, code = "pass", ExitCode.OK
@@ -258,6 +309,7 @@ def _document(tally: Tally, strict: bool) -> dict[str, Any]:
             "erroring": _group(by_status["error"]),
             "warning": _group(by_status["warn"]),
             "odd": _group(list(odd_nodes)),
+            "straggling": _group(straggling),
         },
         "problems": {
             kind: {**_group(list(found)), "details": found}
@@ -266,7 +318,45 @@ def _document(tally: Tally, strict: bool) -> dict[str, Any]:
         "checks": checks,
         "odd_ones_out": odd,
         "facts": facts,
+        "perf": perf,
     }
+
+
+def _perf(tally: Tally, straggler: float) -> dict[str, Any]:
+    """Per figure measured alike (check, what, unit, GPU model), the fleet's median over
+    every part and the parts below `straggler` of it; every straggler, the worst first."""
+    subjects = list(tally.subjects)
+    rows, slow = [], []
+    for (check, what, unit, kind), fig in tally.figures.items():
+        median = statistics.median(fig.values)
+        if unit in LOWER_IS_BETTER:  # a latency: slow is above the median
+            below = [i for i, v in enumerate(fig.values) if v * straggler > median]
+        else:
+            below = [i for i, v in enumerate(fig.values) if v < straggler * median]
+        if len(fig.values) < 2:  # one part is no fleet to be slow against
+            below = []
+        parts = [
+            {"node": tally.names[fig.nodes[i]], "subject": subjects[fig.subjects[i]],
+             "value": fig.values[i], "fraction": round(fig.values[i] / median, 4)}
+            for i in below
+        ]  # fmt: skip
+        parts.sort(key=lambda p: _distance(p["fraction"], unit))
+        nodes = list(dict.fromkeys(tally.names[n] for n in fig.nodes))
+        rows.append({
+            "check": check, "what": what, "unit": unit, "kind": kind or None,
+            "parts": len(fig.values), "nodes": _group(nodes), "median": median,
+            "min": min(fig.values), "max": max(fig.values), "stragglers": parts,
+        })  # fmt: skip
+        slow += [{"check": check, "what": what, "unit": unit, "kind": kind or None,
+                  "median": median, **p} for p in parts]  # fmt: skip
+    slow.sort(key=lambda s: (_distance(s["fraction"], s["unit"]), _natural(s["node"])))
+    return {"straggler": straggler, "figures": rows, "stragglers": slow}
+
+
+def _distance(fraction: float, unit: str) -> float:
+    """How far from the median, as a sort key (the worst first): a latency at twice the
+    median is as far as a bandwidth at half of it."""
+    return 1 / fraction if unit in LOWER_IS_BETTER and fraction else fraction
 
 
 def _union(groups: Iterable[Iterable[str]]) -> list[str]:

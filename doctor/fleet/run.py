@@ -45,11 +45,16 @@ CONNECT_TIMEOUT_S = 10.0
 MAX_NODE_TIMEOUT_S = 86400.0  # a day
 
 
-def remote_command(*, policy: bool, snapshot: bool) -> str:
-    """What runs on each node over ssh: dldoctor must be on its PATH."""
+def remote_command(
+    *, policy: bool, snapshot: bool, active: bool = False, force: bool = False
+) -> str:
+    """What runs on each node over ssh: dldoctor must be on its PATH. `active`, `force`:
+    the node measures too (docs/active.md), GPUs in use included."""
+    options = (POLICY_ARG if policy else "") + (" --active" if active else "")
+    options += " --force" if force else ""
     if snapshot:
-        return SNAPSHOT.format(policy=POLICY_ARG if policy else "")
-    return REMOTE + (POLICY_ARG if policy else "")
+        return SNAPSHOT.format(policy=options)
+    return REMOTE + options
 
 
 def _nodes(args):
@@ -145,7 +150,11 @@ def sweep(args, request, node_timeout: float) -> str:
     folder = _folder(args.output)
     local = args.exec_command is not None
     command = (
-        args.exec_command if local else remote_command(policy=bool(policy), snapshot=args.snapshot)
+        args.exec_command
+        if local
+        else remote_command(
+            policy=bool(policy), snapshot=args.snapshot, active=request.active, force=request.force
+        )
     )
     started = time.time()
     progress = _Progress(len(nodes))

@@ -237,6 +237,13 @@ def file_name_text(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
+def not_measured(key: str, capture: str) -> Answer:
+    """The answer of a foreign capture (a sos report, an nvidia-bug-report log) to a
+    measurement: no collector measures, so its check is skipped with this reason."""
+    why = f"{capture} holds no measurements: the active tier measures on the host itself"
+    return Answer(Op.RUN, key, AnswerStatus.NOT_CAPTURED, error=why)
+
+
 class Host(ABC):
     """All I/O with the machine. The five hosts a run reads (host/foreign.py's `open_input`
     picks one for `--from`):
@@ -256,6 +263,9 @@ class Host(ABC):
     # What an answer the source does not have means: missing on the host. A foreign capture
     # (host/bugreport.py), and a bundle converted from one, answer not_captured instead.
     absent = AnswerStatus.MISSING
+    # Its answers include the active tier's measurements: a bundle taken with --active
+    # (manifest `active`), whose replay runs the measuring checks unasked (docs/active.md).
+    holds_measurements = False
 
     @abstractmethod
     def read(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> Answer: ...
@@ -308,8 +318,13 @@ class Host(ABC):
           removed with everything in it when the command ends, however it ends.
 
         Its limit is `timeout`, cut by the run's measuring budget (`bound`), not by the
-        window of the passive probes. A host that only replays answers it as `run`."""
+        window of the passive probes. A host that only replays answers it as `run`; a
+        foreign capture answers `not_captured` (no collector measures)."""
         return self.run(argv, timeout=timeout)
+
+    def measure_limit(self, timeout: float) -> float | None:
+        """The limit a measurement would get if it started now (None: unbounded)."""
+        return None
 
     def prefetch(self, *, runs: Sequence[Sequence[str]] = (), probes: Sequence[str] = ()) -> None:  # noqa: B027
         """Start these operations now, in the background; the first to ask for one later

@@ -29,6 +29,7 @@ from dldoctor.host.base import (
     Host,
     Op,
     command_key,
+    not_measured,
     stdout_cap,
 )
 
@@ -341,6 +342,11 @@ class BugReportHost(Host):
                 error="the log says it is not readable",
             )
         return Answer(Op.READ, path, AnswerStatus.OK, section.body[:max_bytes])
+
+    def measure(
+        self, argv: Sequence[str], *, timeout: float, scratch_in: str | None = None
+    ) -> Answer:
+        return not_measured(command_key(argv), "an nvidia-bug-report log")
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
         key = command_key(argv)

@@ -401,7 +401,10 @@ class LiveHost(Host):
         self, argv: Sequence[str], *, timeout: float, scratch_in: str | None = None
     ) -> Answer:
         key = command_key(argv)
-        limit = _sooner(timeout, self._measures_until)
+        limit = self.measure_limit(timeout)
+        if "{scratch}" in "".join(argv) and scratch_in is None:  # a Host never raises
+            why = "{scratch} in the command line without a folder to make it in (scratch_in)"
+            return Answer(Op.RUN, key, AnswerStatus.ERROR, error=why)
         if limit is None or limit <= 0:
             why = "the run's measuring time was used up"
             return Answer(Op.RUN, key, AnswerStatus.TIMEOUT, timeout_s=0, error=why)
@@ -425,6 +428,9 @@ class LiveHost(Host):
                 # A hung volume must not hold the run: the removal gets a filesystem limit.
                 call_with_timeout(lambda: shutil.rmtree(scratch, ignore_errors=True),
                                   self.fs_timeout)  # fmt: skip
+
+    def measure_limit(self, timeout: float) -> float | None:
+        return _sooner(timeout, self._measures_until)
 
     def _run_now(
         self,

@@ -15,6 +15,7 @@ class ObservingHost(Host):
         self.inner = inner
         self.kind = inner.kind
         self.absent = inner.absent
+        self.holds_measurements = inner.holds_measurements
 
     def describe(self) -> str:
         return self.inner.describe()
@@ -31,6 +32,9 @@ class ObservingHost(Host):
     def limit(self, op: Op, timeout: float | None = None) -> float | None:
         return self.inner.limit(op, timeout)
 
+    def measure_limit(self, timeout: float) -> float | None:
+        return self.inner.measure_limit(timeout)
+
     def prefetch(self, *, runs: Sequence[Sequence[str]] = (), probes: Sequence[str] = ()) -> None:
         self.inner.prefetch(runs=runs, probes=probes)
 
@@ -39,6 +43,10 @@ class ObservingHost(Host):
 
     def asking(self, op: Op, key: str, timeout: float | None) -> None:
         """Called before each operation (facts use it to say what a check waits on)."""
+
+    def asking_measure(self, key: str, timeout: float) -> None:
+        """Called before a measurement: a command under the measuring budget."""
+        self.asking(Op.RUN, key, timeout)
 
     def _ask(self, op: Op, key: str, call, argv: Sequence[str] | None = None,
              timeout: float | None = None) -> Answer:  # fmt: skip
@@ -64,8 +72,11 @@ class ObservingHost(Host):
         self, argv: Sequence[str], *, timeout: float, scratch_in: str | None = None
     ) -> Answer:
         # Recorded as the command it is, under its placeholders: a replay asks the same.
-        call = lambda: self.inner.measure(argv, timeout=timeout, scratch_in=scratch_in)  # noqa: E731
-        return self._ask(Op.RUN, command_key(argv), call, tuple(argv), timeout)
+        key = command_key(argv)
+        self.asking_measure(key, timeout)
+        answer = self.inner.measure(argv, timeout=timeout, scratch_in=scratch_in)
+        self.seen(answer, tuple(argv))
+        return answer
 
     def statvfs(self, path: str) -> Answer:
         return self._ask(Op.STATVFS, path, lambda: self.inner.statvfs(path))
@@ -120,11 +131,13 @@ class RecordingHost(ObservingHost):
         report: dict | None = None,
         argv: Sequence[str] = (),
         extra_files: dict[str, bytes] | None = None,
+        active: bool = False,
     ):
-        """Write what was recorded as a bundle directory (docs/bundle-format.md)."""
+        """Write what was recorded as a bundle directory (docs/bundle-format.md); `active`:
+        the run measured (--active), so its replay runs the measuring checks."""
         from dldoctor.snapshots.bundle import write_bundle
 
         return write_bundle(
             dest, self.answers, report=report, argv=argv, extra_files=extra_files,
-            absent=self.absent,
+            absent=self.absent, active=active or self.holds_measurements,
         )  # fmt: skip

@@ -55,6 +55,7 @@ class ReplayHost(Host):
         # A bundle converted from an nvidia-bug-report: what it lacks was never looked at.
         converted = self.bundle.manifest.get("absent") == AnswerStatus.NOT_CAPTURED
         self.absent = AnswerStatus.NOT_CAPTURED if converted else AnswerStatus.MISSING
+        self.holds_measurements = self.bundle.manifest.get("active") is True
         self.output_budget = OutputBudget(OUTPUT_BUDGET_BYTES)  # as a live host's
 
     def _lacks(self, op: Op, key: str, error: str = "") -> Answer:
@@ -209,3 +210,18 @@ class ReplayHost(Host):
             return self._lacks(Op.RUN, key, error="not in the bundle")
 
         return self._guard(Op.RUN, key, run)
+
+    def measure(
+        self, argv: Sequence[str], *, timeout: float, scratch_in: str | None = None
+    ) -> Answer:
+        """The measurement as recorded, under its argv as written. One the bundle lacks was
+        never made (a bundle taken without --active, or by a dldoctor without that check):
+        not captured, so its check is skipped with the reason, never judged as absent."""
+        answer = self.run(argv, timeout=timeout)
+        if answer.status not in (AnswerStatus.MISSING, AnswerStatus.NOT_CAPTURED):
+            return answer
+        if self.holds_measurements:
+            why = "not measured when the bundle was taken"
+        else:
+            why = "the bundle was taken without --active: it holds no measurements"
+        return Answer(Op.RUN, answer.key, AnswerStatus.NOT_CAPTURED, error=why)

@@ -29,6 +29,7 @@ from dldoctor.host.base import (
     CommandResult,
     Op,
     command_key,
+    not_measured,
     stdout_cap,
 )
 from dldoctor.host.replay import ReplayHost
@@ -413,6 +414,11 @@ class SosReportHost(ReplayHost):
     def probe(self, name: str) -> Answer:
         what = "NVML" if name == "nvml" else f"the {name} probe"
         return Answer(Op.PROBE, name, AnswerStatus.NOT_CAPTURED, error=_reason(what))
+
+    def measure(
+        self, argv: Sequence[str], *, timeout: float, scratch_in: str | None = None
+    ) -> Answer:
+        return not_measured(command_key(argv), "a sos report")
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Answer:
         key = command_key(argv)

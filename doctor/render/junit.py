@@ -27,6 +27,11 @@ def render_junit(report: Report) -> bytes:
                 name=f.id,
                 time=f"{f.duration_s:.6f}",
             )
+            if f.figures:  # what pytest's record_property writes: first in the testcase
+                props = ET.SubElement(case, "properties")
+                for g in f.figures:
+                    ET.SubElement(props, "property", name=f"{g.subject} {g.what} {g.unit}",
+                                  value=f"{g.value:.3f}".rstrip("0").rstrip("."))  # fmt: skip
             body = "\n".join(
                 [*f.details, *([f"What to do: {f.remediation}"] if f.remediation else [])]
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from dldoctor.figures import measured, reference_text, value_text
 from dldoctor.model import PROBLEMS, Finding, Report, Status, counts
 
 BADGES = {
@@ -38,6 +39,7 @@ def render_markdown_summary(report: Report) -> bytes:
         ]
         out.append("")
     out += [_tally(report, c), ""]
+    out += _figures(report)
     # Passes, then what did not apply: sorted() keeps the report's order within each.
     rest = sorted(
         (f for f in report.findings if f.status not in PROBLEMS),
@@ -51,6 +53,21 @@ def render_markdown_summary(report: Report) -> bytes:
         out += [f"| {BADGES[f.status]} | {_check(f)} | {_escape(f.summary)} |" for f in rest]
         out += ["", "</details>", ""]
     return "\n".join(out).encode()
+
+
+def _figures(report: Report) -> list[str]:
+    """What the active tier measured, folded: a reviewer opens it to see the figures
+    against their references (a report without measurements has none of it)."""
+    rows = [
+        f"| {_escape(f'`{f.id}`')} | {_escape(fig.subject)} | {_escape(f'`{fig.what}`')} "
+        f"| {_escape(value_text(fig))} | {_escape(reference_text(fig))} |"
+        for f, fig in measured(report.findings)
+    ]
+    if not rows:
+        return []
+    out = [f"<details><summary>{len(rows)} figures measured</summary>", ""]
+    out += ["| Check | Part | Figure | Measured | Against its reference |", "|---|---|---|---|---|"]
+    return [*out, *rows, "", "</details>", ""]
 
 
 def _heading(report: Report, c: dict[str, int]) -> str:

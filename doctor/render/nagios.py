@@ -17,12 +17,17 @@ warning already alerts, and the text still names what could not finish.
 
 from __future__ import annotations
 
+from dldoctor.figures import measured
 from dldoctor.model import Report, Status, counts
 
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 STATES = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
 SERVICE = "DLDOCTOR"
 NAMED = 3  # check ids named per status; the line stays short enough for a pager
+# Nagios Core reads the first 4 KB of a plugin's output ("Plugin Output Length
+# Restrictions"): the figures are listed while the line stays within it, and a count of the
+# rest stands for them (a P2P matrix of 8 GPUs alone is 56 figures).
+MAX_LINE = 4000
 
 
 def nagios_state(report: Report) -> int:
@@ -38,7 +43,8 @@ def nagios_state(report: Report) -> int:
 
 def render_nagios(report: Report) -> bytes:
     state = STATES[nagios_state(report)]
-    return f"{SERVICE} {state}: {_text(report)} | {_perfdata(report)}\n".encode()
+    line = f"{SERVICE} {state}: {_text(report)} | {_perfdata(report)}"
+    return f"{line}{_figures(report, MAX_LINE - len(line.encode()))}\n".encode()
 
 
 def nagios_failure(message: str) -> tuple[bytes, int]:
@@ -89,3 +95,31 @@ def _perfdata(report: Report) -> str:
     if isinstance(gpus, list):  # null: the GPU facts were not computed, not "no GPU"
         items.append(f"'gpus'={len(gpus)};;;0")
     return " ".join(items)
+
+
+def _figures(report: Report, room: int) -> str:
+    """' 'GPU 3 hbm_copy GB/s'=1409.4;;;0 ...': each measured figure, its unit in the label
+    (the guidelines' units are s, %, B and c only: "GB/s" or "TFLOPS" there would be
+    refused). No warn or crit range: the floor a figure is held to is its reference's
+    (datasheet or site), which the report does not keep, and the line's state is already
+    CRITICAL when a figure is below it."""
+    items, seen = [], set()
+    for _, fig in measured(report.findings):
+        label = _clean(f"{fig.subject} {fig.what} {fig.unit}").replace("=", ":").replace("'", "")
+        if label not in seen:  # a label twice would make graphs of two figures one
+            seen.add(label)
+            items.append(f"'{label}'={_number(fig.value)};;;0")
+    kept, used = [], 0
+    for item in items:
+        if used + len(item.encode()) + 1 > room - 40:  # room for the count of the rest
+            break
+        kept.append(item)
+        used += len(item.encode()) + 1
+    if len(kept) < len(items):
+        kept.append(f"'figures_not_listed'={len(items) - len(kept)};;;0")
+    return "".join(f" {item}" for item in kept)
+
+
+def _number(value: float) -> str:
+    # The guidelines' values are [-0-9.]: 1.5e+06 IOPS would be refused, 1500000 is not.
+    return f"{value:.3f}".rstrip("0").rstrip(".")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 
+from dldoctor.figures import reference_text, value_text
 from dldoctor.model import WORST_FIRST, Finding, Report, Status, counts
 
 COLOURS = {
@@ -47,11 +48,33 @@ def render_markdown(report: Report) -> str:
             out += [f"### {f.status.value.upper()} `{f.id}` — {f.title}", "", f.summary, ""]
             if f.details:
                 out += [*(f"- {d}" for d in f.details), ""]
+            if f.figures:
+                out += ["| part | figure | measured | against its reference |", "|---|---|---|---|"]
+                out += [f"| {_cell(g.subject)} | `{g.what}` | {_cell(value_text(g))} | "
+                        f"{_cell(reference_text(g))} |" for g in f.figures]  # fmt: skip
+                out.append("")
             if f.remediation:
                 out += [f"**Remediation:** {f.remediation}", ""]
             if f.evidence:
                 out += ["Evidence: " + ", ".join(f"`{e}`" for e in f.evidence), ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _cell(text: str) -> str:
+    # A subject is a part's name (a volume's path may hold anything): one table cell.
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _figure_table(f: Finding) -> str:
+    e = html.escape
+    head = "<tr><th>part</th><th>figure</th><th>measured</th><th>against its reference</th></tr>"
+    rows = "".join(
+        f"<tr><td>{e(g.subject)}</td><td class=id>{e(g.what)}</td><td>{e(value_text(g))}</td>"
+        f"<td>{e(reference_text(g))}</td></tr>"
+        for g in f.figures
+    )
+    # Styled inline: the page's head stays the same for a report without measurements.
+    return f'<table class=figures style="text-align:left">{head}{rows}</table>'
 
 
 # Nothing is loaded from anywhere: no script, no font, no image; the policy says so too,
@@ -97,6 +120,8 @@ def render_html(report: Report) -> str:
             )
             if f.details:
                 out.append("<ul>" + "".join(f"<li>{e(d)}</li>" for d in f.details) + "</ul>")
+            if f.figures:
+                out.append(_figure_table(f))
             if f.remediation:
                 out.append(f"<p class=remedy><b>Remediation:</b> {e(f.remediation)}</p>")
             if f.evidence:

@@ -16,9 +16,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 
+from dldoctor.figures import measured
 from dldoctor.model import Report, Status, counts
 
 STATUSES = tuple(s.value for s in Status)
+PERF_LABELS = ("check", "subject", "what", "unit")
 GPU_LABELS = ("gpu", "bus_id")
 MIB = 1024 * 1024
 
@@ -115,6 +117,7 @@ def _families(report: Report) -> Iterator[Metric]:
         )
     yield from _gpu_families(inventory.get("gpus") or [])
     yield from _rdma_families(inventory.get("rdma") or [])
+    yield from _perf_families(report)
 
 
 def _gpu_families(gpus: list[dict[str, Any]]) -> Iterator[Metric]:
@@ -148,6 +151,24 @@ def _rdma_families(ports: list[dict[str, Any]]) -> Iterator[Metric]:
     )
 
 
+def _perf_families(report: Report) -> Iterator[Metric]:
+    """The active tier's figures: one series per part and figure, its unit a label (the
+    units are the judge's own: value / reference is the fraction whatever the unit)."""
+    rows = [([f.id, fig.subject, fig.what, fig.unit], fig) for f, fig in measured(report.findings)]
+    yield _gauge(
+        "dldoctor_perf_value",
+        "A figure the active tier measured, in the unit its label says.",
+        PERF_LABELS,
+        [(labels, fig.value) for labels, fig in rows],
+    )
+    yield _gauge(
+        "dldoctor_perf_reference",
+        "The figure it was judged against, in the same unit (absent: no reference known).",
+        PERF_LABELS,
+        [(labels, fig.reference) for labels, fig in rows],
+    )
+
+
 def _gpu(g: dict[str, Any]) -> list[str]:
     return [_str(g.get("index")), _str(g.get("bus_id"))]
 
@@ -159,7 +180,7 @@ def _port(p: dict[str, Any]) -> list[str]:
 def _gauge(name: str, doc: str, labels, rows: Iterable[tuple[list[str], Any]]) -> GaugeMetricFamily:
     family = GaugeMetricFamily(name, doc, labels=list(labels))
     for values, value in _unique(rows):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, int | float) and not isinstance(value, bool):
             family.add_metric(values, value)
     return family
 
@@ -182,7 +203,7 @@ def _unique(rows: Iterable[tuple[list[str], Any]]) -> Iterator[tuple[list[str], 
 
 
 def _scaled(value: Any, scale: float) -> Any:
-    return value * scale if isinstance(value, (int, float)) and scale != 1 else value
+    return value * scale if isinstance(value, int | float) and scale != 1 else value
 
 
 def _str(value: Any) -> str:

@@ -7,6 +7,7 @@ import io
 import sys
 from typing import TextIO
 
+from dldoctor.figures import said
 from dldoctor.model import Finding, Report, Status, counts
 
 GLYPHS = {
@@ -17,6 +18,7 @@ GLYPHS = {
     Status.ERROR: ("☠", "magenta"),
 }
 EVIDENCE_LINES = 8
+FIGURE_LINES = 16  # a P2P matrix of 8 GPUs is 56 figures: the JSON keeps them all
 ASCII = {Status.PASS: "ok", Status.WARN: "!", Status.FAIL: "x", Status.SKIP: "-", Status.ERROR: "E"}
 
 
@@ -124,6 +126,7 @@ def _finding(console, f: Finding, verbose: bool, unicode: bool) -> None:
     if f.fixes:
         _hang(console, Text("    fix: "), Text(", ".join(f.fixes)))
     if verbose:
+        _figures(console, f)
         source = "" if f.source == "builtin" else f" · from {f.source}"
         dim = Text("    ", "dim")
         _hang(console, dim, Text(f"id {f.id} · {f.duration_s * 1000:.1f} ms{source}", "dim"))
@@ -136,6 +139,18 @@ def _finding(console, f: Finding, verbose: bool, unicode: bool) -> None:
             _hang(
                 console, dim, Text(f"evidence: ... and {more} more (--json lists them all)", "dim")
             )
+
+
+def _figures(console, f: Finding) -> None:
+    """Each figure a measuring check measured, by the name a policy's `perf.references`
+    and `dldoctor diff` give it, with the fraction of its reference."""
+    from rich.text import Text
+
+    for figure in f.figures[:FIGURE_LINES]:
+        _hang(console, Text("    measured: "), Text(said(figure)))
+    more = len(f.figures) - FIGURE_LINES
+    if more > 0:
+        _hang(console, Text("    "), Text(f"measured: ... and {more} more (--json lists them all)"))
 
 
 def _plural(n: int, one: str, many: str) -> str:

@@ -107,22 +107,28 @@ class DoctorApp(App):
         self.push_screen(HistoryScreen(self.session))
 
     def open_help(self) -> None:
+        # Built once and kept (installed): its table is composed and laid out on the
+        # first `?` only, and each later one shows it as it was.
+        if not self.is_screen_installed("help"):
+            self.install_screen(self._help_screen(), "help")
+        self.push_screen("help")
+
+    @staticmethod
+    def _help_screen():
         from dldoctor.tui.confirm import ConfirmScreen
         from dldoctor.tui.export import ExportScreen
         from dldoctor.tui.fix import FixScreen
         from dldoctor.tui.help import HelpScreen
         from dldoctor.tui.history import HistoryScreen
 
-        self.push_screen(
-            HelpScreen(
-                {
-                    "results": ResultsScreen.BINDINGS,
-                    "fix": FixScreen.BINDINGS,
-                    "confirm": ConfirmScreen.BINDINGS,
-                    "history": HistoryScreen.BINDINGS,
-                    "export": ExportScreen.BINDINGS,
-                }
-            )
+        return HelpScreen(
+            {
+                "results": ResultsScreen.BINDINGS,
+                "fix": FixScreen.BINDINGS,
+                "confirm": ConfirmScreen.BINDINGS,
+                "history": HistoryScreen.BINDINGS,
+                "export": ExportScreen.BINDINGS,
+            }
         )
 
     def show_check(self, check_id: str) -> None:

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import re
 
+from rich.cells import cell_len
 from rich.console import Group
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
+from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Static, Tree
 
 from dldoctor.model import Finding, Status
@@ -133,12 +139,12 @@ def _line(f: Finding) -> Text:
 
 
 class FindingDetail(Static):
-    """One finding: summary, details, the raw evidence, the remediation and its fixes."""
+    """One finding: summary, details, the remediation and its fixes (its raw evidence is
+    the EvidenceList below it)."""
 
     def show(
         self,
         finding: Finding | None,
-        evidence: list[EvidenceView],
         read_only: bool,
         *,
         filtered_out: bool = False,
@@ -169,19 +175,90 @@ class FindingDetail(Static):
             verb = "preview" if read_only else "preview and apply"
             parts.append(Text("\nGuided fix", "bold underline"))
             parts += [Text(f"  {i}  (press f to {verb})", "green") for i in finding.fixes]
-        if evidence:
-            parts.append(Text("\nEvidence (the raw answers it was decided on)", "bold underline"))
-            for e in evidence:
-                parts.append(
-                    Text(f"  {e.source}" + ("" if e.status == "ok" else f" ({e.status})"), "cyan")
-                )
-                parts += [
-                    Text(f"    {line}", "dim", no_wrap=True, overflow="ellipsis")
-                    for line in e.lines
-                ]
-                if e.more:
-                    parts.append(Text(f"    … {e.more} more line(s)", "dim italic"))
         self.update(Group(*parts))
+
+
+# One row of the evidence: its pieces of (text, style); the piece `cut` (a path, a
+# command) loses its middle when the row is too wide, so the value after it stays seen.
+Row = tuple[tuple[tuple[str, str], ...], int]
+FOLDED, UNFOLDED = "▸ ", "▾ "
+# An answer's control characters (a file's escape sequences) would reach the terminal as
+# they are: each is shown as one "�". Tabs are expanded, as lspci's indents need.
+CONTROLS = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(32), 127) if c != 9}
+
+
+def _shown(line: str) -> str:
+    return line.expandtabs(8).translate(CONTROLS)
+
+
+def evidence_rows(evidence: list[EvidenceView], unfolded: bool) -> list[Row]:
+    """The evidence section: a heading, then each answer on one line (a one-line answer
+    with its value), or `unfolded`, each answer followed by its text."""
+    if not evidence:
+        return []
+    rows: list[Row] = [
+        ((("", ""),), -1),
+        ((("Evidence (the raw answers it was decided on)", "bold underline"),), -1),
+        ((("  (v folds them)" if unfolded else "  (v shows their text)", "dim"),), -1),
+    ]
+    for e in evidence:
+        rows.append(_answer_row(e, unfolded))
+        if unfolded:
+            rows += [(((f"      {_shown(line)}", "dim"),), -1) for line in e.lines]
+            if e.more:
+                rows.append((((f"      … {e.more} more line(s)", "dim italic"),), -1))
+    return rows
+
+
+def _answer_row(e: EvidenceView, unfolded: bool) -> Row:
+    mark = UNFOLDED if unfolded else FOLDED
+    if e.status != "ok":  # no text: the status says it all ("missing", "timeout")
+        return ((("  " + mark, "dim"), (e.source, "cyan"), (f" ({e.status})", "")), 1)
+    size = len(e.lines) + e.more
+    if size == 1 and not unfolded:  # its value at a glance: "read …/mtu: 1500"
+        return ((("  " + mark, "dim"), (e.source, "cyan"), (f": {_shown(e.lines[0])}", "")), 1)
+    lines = f" · {size} line" + ("s" if size != 1 else "")
+    return ((("  " + mark, "dim"), (e.source, "cyan"), (lines, "dim")), 1)
+
+
+class EvidenceList(Widget):
+    """The selected finding's evidence, drawn through Textual's line API: a redraw renders
+    only the rows on the screen and a layout only counts them, so a finding decided on
+    470 answers and 3000 lines of `nvidia-smi -q` costs a key what a finding with one
+    answer does (as one Static, its every line was laid out on every key: 0.3-0.5 s)."""
+
+    DEFAULT_CSS = "EvidenceList { height: auto; width: 1fr; }"
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.rows: list[Row] = []
+
+    def show(self, evidence: list[EvidenceView], unfolded: bool) -> None:
+        self.rows = evidence_rows(evidence, unfolded)
+        self.refresh(layout=True)
+
+    def text(self) -> str:
+        """What it shows, as plain text (each row whole)."""
+        return "\n".join("".join(t for t, _ in pieces) for pieces, _ in self.rows)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.rows)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.rich_style
+        if y >= len(self.rows):
+            return Strip.blank(width, base)
+        pieces, cut = self.rows[y]
+        over = sum(cell_len(t) for t, _ in pieces) - width
+        if over > 0 and cut >= 0 and cell_len(pieces[cut][0]) > over + 8:
+            text, style = pieces[cut]
+            keep = cell_len(text) - over
+            pieces = (*pieces[:cut], (_fit(text, keep), style), *pieces[cut + 1 :])
+        strip = Strip([Segment(t, base + Style.parse(s) if s else base) for t, s in pieces])
+        if strip.cell_length > width:  # still too wide: its end gives way
+            strip = Strip.join([strip.crop(0, max(0, width - 1)), Strip([Segment("…", base)])])
+        return strip.extend_cell_length(width, base)
 
 
 def remediation_text(text: str) -> Text:

@@ -10,9 +10,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, RichLog, Static
+from textual.widgets import RichLog, Static
 
 from dldoctor.tui.confirm import ConfirmScreen
+from dldoctor.tui.footer import SteadyFooter
 
 
 class FixScreen(Screen):
@@ -34,7 +35,7 @@ class FixScreen(Screen):
             yield Static(id="plan")
         yield Static(id="interlocks")
         yield RichLog(id="apply-log", wrap=True, markup=False)
-        yield Footer()
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#apply-log", RichLog).display = False

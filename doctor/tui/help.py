@@ -7,7 +7,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
+
+from dldoctor.tui.footer import SteadyFooter
 
 
 def _key(binding: Binding) -> str:
@@ -34,4 +36,4 @@ class HelpScreen(Screen):
         table.add_row("everywhere", "mouse", "click a finding, a button, scroll a pane")
         with VerticalScroll():
             yield Static(table)
-        yield Footer()
+        yield SteadyFooter()

@@ -6,9 +6,10 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from dldoctor.tui.confirm import ConfirmScreen
+from dldoctor.tui.footer import SteadyFooter
 
 
 class HistoryScreen(Screen):
@@ -22,7 +23,7 @@ class HistoryScreen(Screen):
         yield Static("Fixes applied on this host (the journal in /var/lib/dldoctor)", id="title")
         yield DataTable(id="history", cursor_type="row")
         yield Static(id="history-state")
-        yield Footer()
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 
 from rich.text import Text
@@ -11,17 +12,19 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Footer, Input, ProgressBar, Static
+from textual.widgets import Input, ProgressBar, Static
 
 from dldoctor.model import PROBLEMS, WORST_FIRST, Status, counts
 from dldoctor.tui.findings import (
     GLYPHS,
+    EvidenceList,
     FindingDetail,
     FindingsTree,
     HostHeader,
     commands_in,
     matches,
 )
+from dldoctor.tui.footer import SteadyFooter
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 # The status filter, cycled by `s`: everything, what needs attention, then each status.
@@ -130,6 +133,17 @@ def _counts_line(tally: dict[str, int], done: bool, running: int, width: int) ->
     return line
 
 
+def _keep_out_of_the_collector() -> None:
+    """Once a run has ended, what it left (the answers of 8 GPUs' sysfs, lspci and
+    nvidia-smi, the findings, the widgets) lives as long as the app: out of the cyclic
+    collector's sight, a full collection no longer walks it all in the middle of a key
+    (90-140 ms of a key's CPU, measured on the 8-GPU bundle). Refcounting still frees what
+    a re-run replaces; the collection here finds the cycles the last run left first."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
 class ResultsScreen(Screen):
     # Narrower than this, the progress bar gives its columns to the counts (the counts
     # say "· N running" while the checks run).
@@ -145,7 +159,10 @@ class ResultsScreen(Screen):
         Binding("slash", "filter", "Filter"),
         Binding("s", "cycle_status", "Status filter"),
         Binding("c", "copy", "Copy commands", show=False),
+        # Out of the footer too: the detail says "v shows their text" under the evidence.
+        Binding("v", "toggle_evidence", "Show or fold the raw evidence", show=False),
         Binding("u", "history", "Fix history"),
+        Binding("m", "measure", "Measure (--active)", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("q", "app.quit", "Quit"),
@@ -162,6 +179,8 @@ class ResultsScreen(Screen):
         self.ended = None  # the run whose end the screen shows
         self._drawn: tuple = ()
         self._shown_detail: tuple = ()
+        self._shown_evidence: tuple = ()
+        self.evidence_unfolded = False  # each answer's text, or one line an answer (`v`)
         self._last: dict = {}
         self._filtered_out = False  # findings there are, the filters show none
         self.following = True  # the selection follows the worst finding until the user moves
@@ -181,7 +200,8 @@ class ResultsScreen(Screen):
                 yield FindingsTree(id="findings")
             with VerticalScroll(id="detail-scroll"):
                 yield FindingDetail(id="detail")
-        yield Footer()
+                yield EvidenceList(id="evidence")
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
@@ -244,6 +264,8 @@ class ResultsScreen(Screen):
             self.selected = self.query_one(FindingsTree).show(shown, follow)
         self._draw_detail()
         if session.done and width:  # drawn laid out: at the widths the screen has
+            if self.ended is not session.run:  # once its end is on the screen
+                self.call_after_refresh(_keep_out_of_the_collector)
             self.ended = session.run
 
     def _update(self, selector, key, content) -> None:
@@ -263,13 +285,21 @@ class ResultsScreen(Screen):
     def _draw_detail(self) -> None:
         finding = self.current()
         key = (self.selected, finding, self._filtered_out)
-        if key == self._shown_detail:
+        if key != self._shown_detail:
+            self._shown_detail = key
+            self.query_one(FindingDetail).show(
+                finding, self.session.read_only, filtered_out=self._filtered_out
+            )
+        self._draw_evidence(finding)
+
+    def _draw_evidence(self, finding) -> None:
+        # A re-run's answers may differ behind an equal finding: its generation tells.
+        key = (self.session.generation, finding, self.evidence_unfolded)
+        if key == self._shown_evidence:
             return
-        self._shown_detail = key
+        self._shown_evidence = key
         evidence = self.session.evidence(finding) if finding else []
-        self.query_one(FindingDetail).show(
-            finding, evidence, self.session.read_only, filtered_out=self._filtered_out
-        )
+        self.query_one(EvidenceList).show(evidence, self.evidence_unfolded)
 
     def current(self):
         return next((f for f in self.session.findings() if f.id == self.selected), None)
@@ -315,6 +345,10 @@ class ResultsScreen(Screen):
     def action_cycle_status(self) -> None:
         self.status_filter = (self.status_filter + 1) % len(STATUS_FILTERS)
 
+    def action_toggle_evidence(self) -> None:
+        self.evidence_unfolded = not self.evidence_unfolded
+        self._draw_evidence(self.current())
+
     def action_rerun_all(self) -> None:
         if not self.session.done:
             self.notify("the checks are still running", severity="warning")
@@ -326,10 +360,43 @@ class ResultsScreen(Screen):
         if finding is None or not self.session.done:
             self.notify("select a finished check first", severity="warning")
             return
-        spec = next((s for s in self.session.specs if s.id == finding.id), None)
+        every = [*self.session.specs, *self.session.measuring]
+        spec = next((s for s in every if s.id == finding.id), None)
         if spec is not None:
             self.session.start([spec])
             self.notify(f"re-running {finding.id}")
+
+    def action_measure(self) -> None:
+        """The active tier, after a confirmation that says what it loads and for how long
+        at most; a bundle's measurements are replayed (nothing is loaded: no question)."""
+        session = self.session
+        if not session.measuring:
+            self.notify("no measuring check to run (all ran already, or none is installed)",
+                        severity="warning")  # fmt: skip
+            return
+        if not session.done:
+            self.notify("the checks are still running", severity="warning")
+            return
+        if session.read_only:
+            self._measure(True)
+            return
+        from dldoctor.tui.confirm import ConfirmScreen
+
+        budget = session.policy.timeouts.active_s
+        force = "" if session.policy.perf.force else " GPUs that other processes use are skipped."
+        detail = (
+            f"{len(session.measuring)} measuring check(s), one measurement at a time, for at "
+            f"most {budget:g} s in all, load: " + "; ".join(session.measuring_loads()) + "."
+            f"{force} No clock, power or GPU setting is changed."
+        )
+        self.app.push_screen(
+            ConfirmScreen("Measure this host now?", detail, yes="Yes, measure"), self._measure
+        )
+
+    def _measure(self, yes: bool | None) -> None:
+        if yes:
+            self.session.start(self.session.measuring)
+            self.notify(f"measuring: {len(self.session.measuring)} check(s)")
 
     def action_copy(self) -> None:
         finding = self.current()

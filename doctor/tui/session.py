@@ -94,6 +94,7 @@ class Session:
         label: str = "",
         extra: Sequence[Finding] = (),
         notices: Sequence[str] = (),
+        measuring: Sequence[CheckSpec] = (),
     ):
         self.make_host = make_host
         self.policy = policy
@@ -104,6 +105,10 @@ class Session:
         self.label = label or bundle  # as the user named it
         self.extra = list(extra)  # plugins that failed to load, as findings
         self.notices = list(notices)  # said once the app is up ("fix X: verified after reboot")
+        # The measuring checks `m` runs after a confirmation (docs/active.md); `measured`:
+        # this session's answers hold measurements (its export says so in the manifest).
+        self.measuring = [m for m in measuring if m.id not in {s.id for s in self.specs}]
+        self.measured = any(s.active for s in self.specs)
         self.recorder: RecordingHost | None = None
         self.facts: Facts | None = None
         self.run: Run = Run(self.specs)
@@ -142,7 +147,12 @@ class Session:
         run = Run(
             chosen, findings={k: v for k, v in previous.items() if k not in {s.id for s in chosen}}
         )
-        run.deadline = time.monotonic() + self.policy.timeouts.deadline_s
+        t = self.policy.timeouts
+        measures = any(s.active for s in chosen)
+        # The measuring budget is added to the deadline, as --active adds it.
+        run.deadline = time.monotonic() + t.deadline_s + (t.active_s if measures else 0.0)
+        # A check re-run keeps the recorder's other answers; a whole run starts a new one.
+        self.measured = measures or (bool(specs) and self.measured)
         with self._lock:
             self.run = run
             self.generation += 1
@@ -173,7 +183,7 @@ class Session:
                 self._tell(RunEnded(run))
                 return
             kept = [f for f in previous.values() if f.id not in {s.id for s in chosen}]
-            order = {s.id: i for i, s in enumerate(self.specs)}
+            order = self._order()
             report.findings = sorted([*kept, *report.findings], key=lambda f: order.get(f.id, 0))
             run.report = report
             self._tell(RunEnded(run))
@@ -192,15 +202,25 @@ class Session:
             return list(self.run.report.findings)
         with self._lock:
             have = dict(self.run.findings)
-        order = {s.id: i for i, s in enumerate(self.specs)}
+        order = self._order()
         return sorted(have.values(), key=lambda f: order.get(f.id, 0))
+
+    def _order(self) -> dict[str, int]:
+        """The findings' order: the checks', the measuring ones last (their category)."""
+        return {s.id: i for i, s in enumerate([*self.specs, *self.measuring])}
+
+    def measuring_loads(self) -> list[str]:
+        """What `m` would load, in words, for its confirmation."""
+        from dldoctor.active import loads
+
+        return loads(self.measuring)
 
     def running(self) -> list[Running]:
         """The checks still running, longest first, with what each waits on."""
         now = time.monotonic()
         with self._lock:
             started = dict(self.run.started)
-        titles = {s.id: s.title for s in self.specs}
+        titles = {s.id: s.title for s in [*self.specs, *self.measuring]}
         left = None if self.run.deadline is None else max(0.0, self.run.deadline - now)
         found = [
             Running(cid, titles.get(cid, cid), now - t, self._blocker(thread), left)
@@ -237,7 +257,14 @@ class Session:
         archive = dest.endswith((".tar.gz", ".tgz"))
         argv = ["dldoctor", "(interactive export)"]
         return take.write_snapshot(
-            self.recorder, report, dest, argv, archive=archive, redactor=redactor, map_path=map_path
+            self.recorder,
+            report,
+            dest,
+            argv,
+            archive=archive,
+            redactor=redactor,
+            map_path=map_path,
+            active=self.measured,
         )
 
     # --- what the screens show ------------------------------------------------------

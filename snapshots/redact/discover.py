@@ -74,6 +74,10 @@ def _discover_json(text: str, redactor: Redactor) -> None:
     while stack:
         value = stack.pop()
         if isinstance(value, dict):
+            # A process of the gpu_users probe: its user, when a person's account.
+            user, uid = value.get("user"), value.get("uid")
+            if isinstance(user, str) and isinstance(uid, int) and human_uid(str(uid)):
+                redactor.learn("user", user)
             for k, v in value.items():
                 inner = v.get("value") if isinstance(v, dict) else v
                 if isinstance(inner, str) and k in ("serial", "uuid"):

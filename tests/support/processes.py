@@ -70,3 +70,17 @@ def finish(proc: subprocess.Popen, mark: str, limit: float) -> tuple[bytes, byte
         os.kill(int(line.split()[0]), signal.SIGKILL)
     assert not left, f"processes left behind: {left}"
     return out, err
+
+
+def gone(pid: int, within: float) -> bool:
+    """Whether process `pid` has ended (exited, or a zombie) within `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
