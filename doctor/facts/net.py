@@ -3,6 +3,7 @@ driver and firmware of each physical interface (`ethtool -i`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from dldoctor.facts import FactContext, fact
