@@ -4,8 +4,6 @@ hgx-h100x8-mixed-firmware fixture host."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from dldoctor.checks import driver, network, storage
@@ -156,7 +154,7 @@ def test_nvme_firmware_of_the_real_samsung_tree():
     old = storage.firmware(facts, minimum("Samsung SSD 970 PRO", "1B2QEXP8"))
     assert old.status == Status.WARN
     drive = facts.get(nvme)[0]
-    twins = (drive, dataclasses.replace(drive, name="nvme1", firmware="1B2QEXP8"))
+    twins = (drive, drive._replace(name="nvme1", firmware="1B2QEXP8"))
     mixed = storage.firmware(Facts.given({nvme: twins}), Policy())
     assert mixed.status == Status.WARN and "2 versions (1B2QEXP7 on nvme0" in mixed.summary
     assert storage.firmware(Facts.given({nvme: ()}), Policy()).status == Status.SKIP
