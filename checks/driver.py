@@ -1,5 +1,6 @@
 """NVIDIA driver checks: is it loaded, which version, does its module match its library;
-Nouveau; the GPUs it shows against the bus and the policy; its modes (persistence, MIG).
+Nouveau; the GPUs it shows against the bus and the policy; its modes (persistence, MIG);
+each GPU's VBIOS.
 
 When the driver cannot be asked, `gpu.driver.loaded` is the one check that says why;
 the others skip with that reason instead of repeating the failure.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from dldoctor.checks.firmware import Part, judge
 from dldoctor.checks.needs import (
     UNASKED,
     WHY,
@@ -351,3 +353,22 @@ def compute_mode(facts: Facts, policy: Policy, known: list[g.Gpu]) -> Outcome:
             f"{len(exclusive)} of {len(known)} GPU(s) take one process at a time", exclusive
         )
     return passed(f"Default on {len(known)} GPU(s)")
+
+
+@check(
+    "gpu.vbios",
+    "GPU VBIOS",
+    remediation="Update the GPU firmware with the vendor's bundle for the board (HGX/DGX: "
+    "NVIDIA's firmware update container or the OEM's; PCIe cards: the OEM's VBIOS tool), "
+    "every GPU of the board to one version, then power-cycle the node.",
+    requires=nvidia_gpus,
+)
+def vbios(facts: Facts, policy: Policy) -> Outcome:
+    """Each GPU's VBIOS against [firmware] minimums (matched in its name), and GPUs of one
+    model on other VBIOS versions than their siblings (mixed: a partial update)."""
+    parts = [vbios_part(x) for x in facts.get(nvidia).gpus]
+    return judge(parts, policy, what="GPU(s)", none="the NVIDIA driver reports no GPUs")
+
+
+def vbios_part(gpu: g.Gpu) -> Part:
+    return Part(f"GPU {gpu.index}", gpu.name or "?", gpu.vbios)

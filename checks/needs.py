@@ -74,6 +74,17 @@ def label(gpu: g.Gpu) -> str:
     return f"GPU {gpu.index}{name}{where}"
 
 
+def gpu_words(indexes: list[int]) -> str:
+    """[0] -> "GPU 0"; [2, 3] -> "GPU 2-3"; [0, 2, 3] -> "GPU 0, 2-3"."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return "GPU " + ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
+
+
 def nvidia_gpus(facts: Facts) -> Outcome | None:
     """Requirement: the NVIDIA driver answers and reports GPUs; else a skip that says why."""
     stack = facts.get(nvidia)

@@ -1,15 +1,23 @@
-"""RDMA network checks: InfiniBand port state and rate, RoCE GIDs and MTU, GPUDirect RDMA,
-error counters."""
+"""RDMA network checks: InfiniBand and RoCE port state and rate (the GPUs' rails named),
+RoCE GIDs and MTU, GPUDirect RDMA, error counters, NIC firmware."""
 
 from __future__ import annotations
 
 import functools
 
+from dldoctor.checks.firmware import Part, judge
+from dldoctor.checks.needs import gpu_words
+from dldoctor.checks.numa import shares_switch
+from dldoctor.checks.pci import endpoints, kind
 from dldoctor.facts import Facts
 from dldoctor.facts.kmod import modules
+from dldoctor.facts.net import nic_firmware
+from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import NVIDIA, pci_devices
+from dldoctor.facts.pcie import pcie_links
 from dldoctor.facts.rdma import UNREAD, RdmaPort, gpudirect, rdma_devices
 from dldoctor.facts.system import container, environ, kernel
+from dldoctor.host.base import ProbeFailed
 from dldoctor.model import Outcome, Status, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
@@ -63,79 +71,155 @@ def name(p: RdmaPort) -> str:
     return f"{p.device}:{p.port}"
 
 
+# The kernel's names of a port's logical state (ib_port_state_str, drivers/infiniband).
+PORT_STATES = frozenset({"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"})
+
+
+def rdma_ports(facts: Facts) -> list[RdmaPort]:
+    """Every InfiniBand and RoCE port: the state and rate checks judge both link layers."""
+    return [*ports(facts, roce=False), *ports(facts, roce=True)]
+
+
+def gpu_rails(facts: Facts) -> dict[str, str]:
+    """RDMA device -> "GPU 2-3": the GPUs that share a PCIe switch with it (the NIC NCCL
+    gives those GPUs). Naming only: a bus that cannot be read names no rail."""
+    devices = [d for d in facts.get(rdma_devices) if d.pci_address]
+    if not devices:
+        return {}
+    try:
+        links = {link.address: link for link in endpoints(facts.get(pcie_links))}
+        stack = facts.get(nvidia)
+    except ProbeFailed:
+        return {}
+    gpus = [link for link in links.values() if kind(link) == "GPU"]
+    index = {gpu.pci_bus_id: gpu.index for gpu in stack.gpus if gpu.pci_bus_id}
+    rails = {}
+    for d in devices:
+        nic = links.get(d.pci_address)
+        near = [gpu for gpu in gpus if nic is not None and shares_switch(gpu, nic)]
+        numbered = [index[gpu.address] for gpu in near if gpu.address in index]
+        if near and len(numbered) == len(near):
+            rails[d.name] = gpu_words(numbered)
+        elif near:
+            rails[d.name] = "GPU " + ", ".join(gpu.address for gpu in near)
+    return rails
+
+
+def described(p: RdmaPort, rails: dict[str, str]) -> str:
+    """ "mlx5_3:1 (RoCE, GPU rail of GPU 2-3)": the port, its link layer, its GPUs."""
+    words = ["RoCE" if p.roce else "InfiniBand"]
+    if p.device in rails:
+        words.append(f"GPU rail of {rails[p.device]}")
+    return f"{name(p)} ({', '.join(words)})"
+
+
+def state_words(p: RdmaPort) -> str:
+    return f"{p.state or '?'} ({p.phys_state or '?'})"
+
+
 @check(
     "network.ib.state",
-    "InfiniBand ports",
-    remediation="INIT: no subnet manager configured the port — start opensm/UFM on the fabric "
-    "or fix the switch. Polling/Disabled: no link — check the cable or transceiver and the "
-    "switch port.",
+    "RDMA port state",
+    remediation="INIT: no subnet manager configured the InfiniBand port — start opensm/UFM on "
+    "the fabric or fix the switch. Polling/Disabled: no link — check the cable or transceiver "
+    "and the switch port; on a RoCE port, Disabled is also its net interface set down "
+    "(`ip link set <netdev> up`, and its network configuration).",
 )
 @on_known_ports
 def ib_state(facts: Facts, policy: Policy) -> Outcome:
-    ib = ports(facts, roce=False)
-    if not ib:
-        return skipped("no InfiniBand port")
+    every = rdma_ports(facts)
+    if not every:
+        return skipped("no InfiniBand or RoCE port")
+    rails = gpu_rails(facts)
     wanted = set(policy.network.ib_ports)
-    lines = [
-        f"{name(p)}: {p.state or '?'} ({p.phys_state or '?'}), {p.rate_text or '?'}" for p in ib
+    lines = [f"{described(p, rails)}: {state_words(p)}, {p.rate_text or '?'}" for p in every]
+    init = [
+        f"{described(p, rails)} is INIT — no subnet manager" for p in every if p.state == "INIT"
     ]
-    init = [f"{name(p)}: INIT — no subnet manager" for p in ib if p.state == "INIT"]
-    down_ports = [p for p in ib if p.state not in ("ACTIVE", "INIT")]
+    # A state that could not be read, or is none of the kernel's words, is no state: not a
+    # down port (its rail would fail on a failure to look).
+    unread = [
+        f"{described(p, rails)}: its state could not be read"
+        + (f" ({p.state[:40]!r})" if p.state else "")
+        for p in every
+        if p.state not in PORT_STATES
+    ]
+    down_ports = [p for p in every if p.state in PORT_STATES and p.state not in ("ACTIVE", "INIT")]
     # The second port of a dual-port HCA is often left unplugged: a down port beside an
-    # ACTIVE one is a note; a device with no ACTIVE port at all is a warning.
-    active_devices = {p.device for p in ib if p.state == "ACTIVE"}
-    down = [
-        f"{name(p)}: {p.state} ({p.phys_state})"
-        for p in down_ports
-        if p.device not in active_devices
+    # ACTIVE one is a note; a device with no ACTIVE port at all is a warning, and a failure
+    # when it is a GPU's rail (those GPUs' traffic crosses the host to another NIC, or stops).
+    active_devices = {p.device for p in every if p.state == "ACTIVE"}
+    alone = [p for p in down_ports if p.device not in active_devices]
+    rail_down = [
+        f"{described(p, rails)} is {state_words(p)}"
+        for p in alone
+        if p.device in rails and name(p) not in wanted  # said below, as expected ACTIVE
     ]
+    down = [f"{described(p, rails)} is {state_words(p)}" for p in alone if p.device not in rails]
     spare = [
-        f"{name(p)}: {p.state} ({p.phys_state}), beside an ACTIVE port"
+        f"{described(p, rails)}: {state_words(p)}, beside an ACTIVE port"
         for p in down_ports
         if p.device in active_devices
     ]
     must = [
-        f"{name(p)}: {p.state} ({p.phys_state}), expected ACTIVE"
+        f"{described(p, rails)} is {state_words(p)}, expected ACTIVE"
         for p in down_ports
         if name(p) in wanted
     ]
-    absent = [f"{port}: not found" for port in sorted(wanted - {name(p) for p in ib})]
-    if init or must or absent:
+    absent = [f"{port}: not found" for port in sorted(wanted - {name(p) for p in every})]
+    wrong = init + must + rail_down + absent
+    if wrong:
         return failed(
-            f"{len(init) + len(must) + len(absent)} InfiniBand port(s) not ACTIVE",
-            init + must + absent + lines,
+            wrong[0] if len(wrong) == 1 else f"{len(wrong)} RDMA port(s) not ACTIVE",
+            wrong + unread + lines,
         )
     if down:
-        # Without a list of expected ports, an unplugged second port may be on purpose.
+        # Without a list of expected ports, an unplugged port off the GPUs' rails may be on
+        # purpose.
         return warned(
-            f"{len(down)} InfiniBand port(s) down (unused, or a cable problem)",
-            down,
+            down[0]
+            if len(down) == 1
+            else f"{len(down)} RDMA port(s) down (unused, or a cable " "problem)",
+            down + unread + lines,
             remediation="List the ports that must be up in the policy's "
             "[network] ib_ports; check cables of those that should be.",
         )
-    active = sum(1 for p in ib if p.state == "ACTIVE")
-    return passed(f"{active} InfiniBand port(s) ACTIVE", lines + spare)
+    if unread:
+        return errored(unread[0] if len(unread) == 1 else f"the state of {len(unread)} RDMA "
+                       "port(s) could not be read", unread + lines)  # fmt: skip
+    active = sum(1 for p in every if p.state == "ACTIVE")
+    layers = sorted({"RoCE" if p.roce else "InfiniBand" for p in every})
+    return passed(f"{active} {'/'.join(layers)} port(s) ACTIVE", lines + spare)
 
 
 @check(
     "network.ib.rate",
-    "InfiniBand rate",
+    "RDMA port rate",
     remediation="A port below its expected rate trained down: check the cable/transceiver "
     "(and its supported speed) and the switch port.",
 )
 @on_known_ports
 def ib_rate(facts: Facts, policy: Policy) -> Outcome:
-    active = [p for p in ports(facts, roce=False) if p.state == "ACTIVE"]
+    active = [p for p in rdma_ports(facts) if p.state == "ACTIVE"]
     if not active:
-        return skipped("no ACTIVE InfiniBand port")
+        return skipped("no ACTIVE InfiniBand or RoCE port")
+    rails = gpu_rails(facts)
     floor = policy.network.min_rate_gbps
-    slow = [
-        f"{name(p)}: {p.rate_text}"
-        for p in active
-        if p.rate_gbps is not None and p.rate_gbps < floor
-    ]
+    below = [p for p in active if p.rate_gbps is not None and p.rate_gbps < floor]
+    # A slow RoCE port off the GPUs' rails may be a front-end or storage NIC (every
+    # ConnectX in Ethernet mode is an RDMA device): a warning; InfiniBand and rails fail.
+    slow = [p for p in below if p.infiniband or p.device in rails]
+    other = [p for p in below if p not in slow]
+    shown = [f"{described(p, rails)}: {p.rate_text}" for p in slow + other]
     if slow:
-        return failed(f"{len(slow)} port(s) below {floor:g} Gb/s", slow)
+        return failed(f"{len(slow)} port(s) below {floor:g} Gb/s", shown)
+    if other:
+        return warned(
+            f"{len(other)} RoCE port(s) off the GPUs' rails below {floor:g} Gb/s",
+            shown,
+            remediation="If the port carries training traffic, check its cable/transceiver "
+            "and switch port; if it is a front-end or storage NIC, this is its speed.",
+        )
     rates = sorted({p.rate_text for p in active if p.rate_text})
     return passed(f"{len(active)} port(s) at ≥ {floor:g} Gb/s ({', '.join(rates)})")
 
@@ -289,3 +373,46 @@ def gpu_direct(facts: Facts, policy: Policy) -> Outcome:
     return passed(
         f"{gd.peermem} loaded for {len(gpus)} GPU(s) and {len(hcas)} RDMA device(s)", details
     )
+
+
+def nic_parts(facts: Facts) -> tuple[list[Part], list[str]]:
+    """Every RDMA device by its sysfs fw_ver (model: hca_type and board_id), and every other
+    physical NIC by `ethtool -i` (model: its driver and PCI id); the notes of what ethtool
+    did not answer; the fw_ver reads that failed."""
+    hcas = facts.get(rdma_devices)
+    parts = [
+        Part(d.name, " ".join(w for w in (d.hca_type, d.board_id) if w) or "?", d.fw_ver)
+        for d in hcas
+    ]
+    # A fw_ver that did not answer (noted by the fact) is unknown, not "not reported".
+    unread = [f"{d.name}: {n}" for d in hcas if not d.fw_ver for n in d.notes if "fw_ver" in n]
+    behind_hcas = {d.pci_address for d in hcas if d.pci_address}
+    found = facts.get(nic_firmware)
+    others = [n for n in found.nics if n.bus_info not in behind_hcas]
+    ids = {}
+    if any(n.bus_info for n in others):
+        ids = {d.address: f"{d.vendor}:{d.device}" for d in facts.get(pci_devices).devices}
+    for n in others:
+        model = " ".join(w for w in (n.driver, ids.get(n.bus_info, "")) if w) or "?"
+        parts.append(Part(n.interface, model, n.firmware))
+    return parts, list(found.notes), unread
+
+
+@check(
+    "network.firmware",
+    "NIC firmware",
+    remediation="Update the NIC's firmware to the version named (NVIDIA/Mellanox: "
+    "`mlxfwmanager -u` or `flint`; Intel: the NVM update tool; Broadcom: `niccli`), then "
+    "reset the NIC or reboot.",
+)
+def firmware(facts: Facts, policy: Policy) -> Outcome:
+    """RDMA HCAs and other physical NICs against [firmware] minimums; HCAs of one
+    hca_type/board_id (or NICs of one driver and PCI id) on other versions (mixed)."""
+    parts, notes, unread_fw = nic_parts(facts)
+    unread = facts.get(nic_firmware).unread
+    none = (
+        f"the firmware of {len(unread)} physical NIC(s) was not read ({', '.join(unread[:4])})"
+        if unread
+        else "no RDMA device or physical NIC"
+    )
+    return judge(parts, policy, what="NIC(s)", none=none, notes=notes, unread=unread_fw)

@@ -1,16 +1,25 @@
 """Storage checks: software RAID, NVMe health, free space, data/checkpoint layout, network
-and parallel filesystems, firmware."""
+and parallel filesystems, GPUDirect Storage, NVMe firmware."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from dldoctor.checks.firmware import Part, judge
 from dldoctor.facts import Facts
+from dldoctor.facts.gds import CUFILE_JSON, NVFS_STATS, CufileConfig, Gds, gds
 from dldoctor.facts.mdraid import MdadmDetail, MdArray, MemberMap, SyncProgress, md_raid, member_map
-from dldoctor.facts.rdma import rdma_devices
-from dldoctor.facts.storage import Space, mounts, netfs, nvme, space, space_fact
+from dldoctor.facts.storage import (
+    Space,
+    mounts,
+    netfs,
+    network_mounts,
+    nvme,
+    space,
+    space_fact,
+)
 from dldoctor.host.base import AnswerStatus
-from dldoctor.model import Outcome, Status, failed, passed, skipped, warned
+from dldoctor.model import Outcome, Status, errored, failed, passed, skipped, warned
 from dldoctor.policy import Policy
 from dldoctor.registry import check
 from dldoctor.versions import at_least
@@ -464,26 +473,132 @@ def network_filesystems(facts: Facts, policy: Policy) -> Outcome:
     return passed(f"{len(found)} mount(s) answer", lines)
 
 
+# cuFile's section of /etc/cufile.json for each filesystem type GDS reads directly.
+GDS_FILESYSTEMS = {"lustre": "lustre", "wekafs": "weka", "gpfs": "gpfs", "beegfs": "beegfs",
+                   "nfs": "nfs", "nfs4": "nfs"}  # fmt: skip
+
+
+def gds_mounts(facts: Facts, cufile: CufileConfig) -> list[str]:
+    """What keeps GDS off a mounted network filesystem it could read: cufile.json's
+    denylist, NFS over TCP (GDS needs NFS over RDMA), Lustre over an LNet TCP network,
+    writes left to POSIX by fs.weka / fs.gpfs."""
+    denied_fs = cufile.get("denylist", "filesystems", [])
+    denied_mounts = cufile.get("denylist", "mounts", [])
+    said = []
+    for m in network_mounts(facts.get(mounts)):
+        section = GDS_FILESYSTEMS.get(m.fstype)
+        if section is None:
+            continue
+        where = f"{m.mount_point} ({m.fstype} from {m.source})"
+        if isinstance(denied_fs, list) and (m.fstype in denied_fs or section in denied_fs):
+            said.append(f"{where}: cuFile skips it (denylist.filesystems)")
+        elif isinstance(denied_mounts, list) and m.mount_point in denied_mounts:
+            said.append(f"{where}: cuFile skips it (denylist.mounts)")
+        elif section == "nfs" and "proto=rdma" not in f"{m.super_options},{m.options}":
+            said.append(f"{where}: over TCP; GDS reads NFS only over RDMA (proto=rdma)")
+        elif section == "lustre" and "@tcp" in m.source:
+            said.append(f"{where}: LNet over TCP; GDS needs an o2ib network")
+        elif section == "weka" and cufile.get("fs.weka", "rdma_write_support") is False:
+            said.append(f"{where}: writes go through POSIX (fs.weka.rdma_write_support false)")
+        elif section == "gpfs" and cufile.get("fs.gpfs", "gds_write_support") is False:
+            said.append(f"{where}: writes go through POSIX (fs.gpfs.gds_write_support false)")
+    return said
+
+
+def gds_lines(found: Gds) -> list[str]:
+    module = (
+        f"nvidia_fs {found.nvidia_fs_version or '(version not read)'} loaded"
+        if found.nvidia_fs
+        else "nvidia_fs not loaded"
+    )
+    stats = f"; {NVFS_STATS} (GDS {found.stats_gds_version or '?'})" if found.stats else ""
+    lines = [module + stats]
+    if found.cufile is not None and found.cufile.settings is not None:
+        compat = found.cufile.get("properties", "allow_compat_mode", True)
+        lines.append(f"{CUFILE_JSON}: properties.allow_compat_mode {str(compat).lower()}")
+    check_ = found.gdscheck
+    if check_ is not None:
+        supported = [name for name, ok in check_.drivers.items() if ok]
+        lines.append(
+            f"gdscheck -p: GDS {check_.release or '?'}, supported: {', '.join(supported) or 'none'}"
+            + (f", platform verification {check_.platform}" if check_.platform else "")
+        )
+    elif found.gdscheck_said:
+        lines.append(found.gdscheck_said)
+    return lines
+
+
+@check(
+    "storage.gds",
+    "GPUDirect Storage",
+    remediation="Load nvidia-fs (`modprobe nvidia-fs`; it comes with the nvidia-fs / "
+    "nvidia-gds packages, built for the running kernel and driver), keep /etc/cufile.json "
+    "valid JSON (NVIDIA's default is a good start), and read `gdscheck -p` for the storage "
+    "drivers GDS can use: local NVMe needs nvidia-fs registered with the NVMe driver (MLNX_OFED "
+    "or a kernel with PCI P2PDMA).",
+)
+def gpudirect_storage(facts: Facts, policy: Policy) -> Outcome:
+    """Judged only where GDS is set up (nvidia_fs loaded, or /etc/cufile.json there): the
+    module and its stats, cuFile's configuration against it and the mounted filesystems,
+    and `gdscheck -p` where the tool is installed. No table of nvidia-fs versions per
+    driver branch is published; gdscheck's own minimum (GDS 1.16 prints it) is the one
+    version judged."""
+    found = facts.get(gds)
+    if not found.in_use and not found.modules_readable:
+        return skipped("the loaded modules are not readable", found.notes)
+    if not found.in_use:
+        return skipped("GPUDirect Storage is not set up: no nvidia_fs module, no " + CUFILE_JSON)
+    lines = gds_lines(found)
+    bad, odd = [], []
+    cufile = found.cufile or CufileConfig({})
+    if found.cufile is not None and found.cufile.settings is None:
+        # A warning: what the file holds is judged, and garbage is no proof of a fault.
+        odd.append(f"{CUFILE_JSON} is not valid JSON ({found.cufile.error[:80]}): cuFile "
+                   "cannot read its settings")  # fmt: skip
+    compat = cufile.get("properties", "allow_compat_mode", True)
+    if not found.nvidia_fs and compat is False:
+        bad.append("nvidia_fs is not loaded and properties.allow_compat_mode is false: "
+                   "every cuFile read and write fails")  # fmt: skip
+    elif not found.nvidia_fs and found.modules_readable:
+        odd.append("nvidia_fs is not loaded: cuFile runs in compatibility mode (POSIX I/O "
+                   "through host bounce buffers), no direct path to the GPUs")  # fmt: skip
+    elif found.nvidia_fs and not found.stats:
+        odd.append(f"nvidia_fs is loaded but {NVFS_STATS} does not answer")
+    checked = found.gdscheck
+    if checked is not None:
+        floor = checked.nvidia_fs_minimum
+        if floor and at_least(checked.nvidia_fs, floor) is False:
+            release = f"GDS {checked.release}" if checked.release else "cuFile"
+            bad.append(f"nvidia_fs {checked.nvidia_fs} is older than the {floor} {release} "
+                       "needs (gdscheck -p)")  # fmt: skip
+        if checked.platform == "error":
+            odd.append("gdscheck -p: platform verification error")
+        if found.nvidia_fs and checked.drivers.get("NVMe") is False and facts.get(nvme):
+            odd.append("gdscheck -p: NVMe Unsupported: GDS cannot reach the local NVMe drives")
+    notes = gds_mounts(facts, cufile) + list(found.notes)
+    if not found.modules_readable and not bad:
+        # Whether nvidia_fs is loaded is the first thing to know: no verdict without it.
+        return errored(
+            "the loaded modules could not be read: whether nvidia_fs is loaded is unknown",
+            odd + lines[1:] + notes,
+        )
+    if bad:
+        return failed(bad[0] if len(bad) == 1 else f"{len(bad)} GPUDirect Storage faults",
+                      bad + odd + lines + notes)  # fmt: skip
+    if odd:
+        return warned(odd[0] if len(odd) == 1 else f"{len(odd)} GPUDirect Storage problems",
+                      odd + lines + notes)  # fmt: skip
+    return passed(lines[0], lines[1:] + notes)
+
+
 @check(
     "storage.firmware",
-    "Firmware",
-    remediation="Update the firmware named (vendor tools: nvme fw-download and fw-commit, "
-    "mlxfwmanager).",
+    "NVMe firmware",
+    remediation="Update the drive's firmware to the version named (the vendor's tool, or "
+    "`nvme fw-download` then `nvme fw-commit`; a reset or reboot activates it).",
 )
 def firmware(facts: Facts, policy: Policy) -> Outcome:
-    items = [(f"{d.name} {d.model}", d.model, d.firmware) for d in facts.get(nvme)]
-    items += [
-        (f"{h.name} {h.hca_type or h.board_id}", f"{h.hca_type} {h.board_id}", h.fw_ver)
-        for h in facts.get(rdma_devices)
-    ]
-    if not items:
-        return skipped("no NVMe drive or RDMA NIC")
-    old, lines = [], []
-    for what, model, version in items:
-        lines.append(f"{what}: firmware {version or '?'}")
-        for rule in policy.firmware.minimums:
-            if rule.match.lower() in model.lower() and at_least(version, rule.min_version) is False:
-                old.append(f"{what}: {version} older than {rule.min_version}")
-    if old:
-        return warned(f"{len(old)} device(s) below the policy's firmware", old + lines)
-    return passed(f"{len(items)} device(s)", lines)
+    """NVMe drives against [firmware] minimums, and drives of one model on other versions.
+    (RDMA NICs, judged here before, are `network.firmware`'s.)"""
+    parts = [Part(d.name, d.model, d.firmware) for d in facts.get(nvme)]
+    return judge(parts, policy, what="NVMe drive(s)", none="no NVMe drive")

@@ -118,7 +118,7 @@ def render(report: Report, *, recorded: str = "") -> str:
         f = found.get(check_id)
         why[section] = f"{f.id} {f.status}: {f.summary}" if f else f"{check_id} did not run"
     out = _header(report, recorded)
-    for section in (_gpu, _cuda, _network, _pci, _raid, _mounts):
+    for section in (_gpu, _cuda, _network, _pci, _raid, _mounts, _firmware):
         out += ["", *section(inv, why)]
     perf = _perf(report)
     if perf:  # only a run with --active measured anything
@@ -318,6 +318,48 @@ def _mounts(inv: dict[str, Any], why: dict[str, str]) -> list[str]:
             f"mount_point = {basic_string(m['mount_point'])}  "
             + _comment(f"from {m.get('source')}"),
             f"fstype = {basic_string(m['fstype'])}",
+        ]
+    return lines
+
+
+def _firmware_parts(inv: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(what, model, version) of every GPU, RDMA device and NVMe drive the inventory knows:
+    the models a [firmware] minimum is matched against (a device's board_id, not its
+    hca_type: one ConnectX model serves boards of other firmware lines)."""
+    parts = [("GPU", g.get("model"), g.get("vbios")) for g in inv.get("gpus") or ()]
+    hcas = {p.get("device"): p for p in inv.get("rdma") or ()}
+    parts += [("NIC", p.get("board_id"), p.get("firmware")) for p in hcas.values()]
+    parts += [("NVMe drive", d.get("model"), d.get("firmware")) for d in inv.get("nvme") or ()]
+    return [(w, m, v) for w, m, v in parts if isinstance(m, str) and m and isinstance(v, str) and v]
+
+
+def _firmware(inv: dict[str, Any], why: dict[str, str]) -> list[str]:
+    from dldoctor.checks.firmware import firmware_at_least
+    from dldoctor.versions import version_tuple
+
+    by_model: dict[tuple[str, str], list[str]] = {}
+    for what, model, version in _firmware_parts(inv):
+        by_model.setdefault((what, model), []).append(version)
+    lines = ["# Each model's firmware now (the oldest of its parts): an older one warns."]
+    for (what, model), versions in by_model.items():
+        oldest = versions[0]
+        for v in versions[1:]:
+            if firmware_at_least(v, oldest) is False:
+                oldest = v
+        if version_tuple(oldest) is None:  # the policy takes only a version with a number
+            lines.append(_comment(f"{model}: firmware {oldest} not pinned (no number in it)"))
+            continue
+        mixed = sorted(set(versions))
+        note = f"{len(versions)} {what}(s)" + (f", mixed: {', '.join(mixed)}" if len(mixed) > 1
+                                              else "")  # fmt: skip
+        lines += [
+            "[[firmware.minimums]]",
+            f"match = {basic_string(model)}  " + _comment(note),
+            f"min_version = {basic_string(oldest)}",
+        ]
+    if len(lines) == 1:
+        return [
+            "# [firmware] minimums not pinned: no GPU, RDMA device or NVMe drive says its firmware"
         ]
     return lines
 

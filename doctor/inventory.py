@@ -27,6 +27,7 @@ from dldoctor.facts.cudalibs import cudnn as cudnn_fact
 from dldoctor.facts.cudalibs import nccl as nccl_fact
 from dldoctor.facts.frameworks import frameworks as frameworks_fact
 from dldoctor.facts.mdraid import md_raid
+from dldoctor.facts.net import nic_firmware
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pcie import pcie_links
 from dldoctor.facts.rdma import rdma_devices
@@ -148,6 +149,14 @@ class NvmeController(_Row):
 
 
 @dataclass(frozen=True)
+class Nic(_Row):
+    interface: str | None
+    driver: str | None
+    firmware: str | None
+    bus_info: str | None
+
+
+@dataclass(frozen=True)
 class RaidArray(_Row):
     name: str | None
     level: str | None
@@ -206,6 +215,7 @@ class Inventory:
     pcie: tuple[PcieDevice, ...] | None = None  # the devices, not the bridges above them
     rdma: tuple[RdmaPort, ...] | None = None  # one row per port
     nvme: tuple[NvmeController, ...] | None = None  # serials are left out
+    nics: tuple[Nic, ...] | None = None  # physical interfaces, as `ethtool -i` says them
     raid: tuple[RaidArray, ...] | None = None  # () with no md driver loaded
     mounts: tuple[Mount, ...] | None = None
 
@@ -221,6 +231,7 @@ class Inventory:
             pcie=_pcie(facts),
             rdma=_rdma(facts),
             nvme=_nvme(facts),
+            nics=_nics(facts),
             raid=_raid(facts),
             mounts=_mounts(facts),
         )
@@ -236,6 +247,7 @@ class Inventory:
             "pcie": _dicts(self.pcie),
             "rdma": _dicts(self.rdma),
             "nvme": _dicts(self.nvme),
+            "nics": _dicts(self.nics),
             "raid": _dicts(self.raid),
             "mounts": _dicts(self.mounts),
         }
@@ -258,6 +270,7 @@ class Inventory:
             pcie=_rows(PcieDevice, d.get("pcie")),
             rdma=_rows(RdmaPort, d.get("rdma")),
             nvme=_rows(NvmeController, d.get("nvme")),
+            nics=_rows(Nic, d.get("nics")),
             raid=_rows(RaidArray, d.get("raid")),
             mounts=_rows(Mount, d.get("mounts")),
         )
@@ -421,6 +434,16 @@ def _nvme(facts: Facts) -> tuple[NvmeController, ...] | None:
     if controllers is None:
         return None
     return tuple(NvmeController(c.name, c.model or None, c.firmware or None) for c in controllers)
+
+
+def _nics(facts: Facts) -> tuple[Nic, ...] | None:
+    found = computed(facts, nic_firmware)
+    if found is None:
+        return None
+    return tuple(
+        Nic(n.interface, n.driver or None, n.firmware or None, n.bus_info or None)
+        for n in found.nics
+    )
 
 
 def _raid(facts: Facts) -> tuple[RaidArray, ...] | None:

@@ -111,6 +111,14 @@ def _nvme_firmware(inv: Inventory):
     )
 
 
+def _ethtool_firmware(inv: Inventory):
+    return _per(
+        inv.nics,
+        lambda n: n.interface,
+        lambda n: " ".join(str(_text(s)) for s in (n.driver, n.firmware) if s),
+    )
+
+
 def _firmware(inv: Inventory, *fields: str) -> str | None:
     if inv.firmware is None:
         return None
@@ -158,6 +166,7 @@ KEY_FACTS: tuple[KeyFact, ...] = (
     KeyFact("rdma.state", "RDMA port state", lambda inv: _ports(inv, lambda p: p.state)),
     KeyFact("nic.firmware", "RDMA device firmware", _nic_firmware),
     KeyFact("nvme.firmware", "NVMe model and firmware", _nvme_firmware),
+    KeyFact("net.firmware", "NIC driver and firmware (ethtool -i)", _ethtool_firmware),
     KeyFact("kernel.release", "kernel release (uname -r)", lambda inv: _text(inv.kernel)),
     KeyFact("os.release", "operating system", lambda inv: _text(inv.os)),
     KeyFact(

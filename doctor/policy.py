@@ -142,13 +142,14 @@ class StoragePolicy:
 
 @dataclass(frozen=True)
 class FirmwareMinimum:
-    match: str  # text in the NVMe model or the NIC's hca_type/board_id
+    match: str  # text in the GPU's name, the NIC's hca_type/board_id or driver, the NVMe model
     min_version: str
 
 
 @dataclass(frozen=True)
 class FirmwarePolicy:
     minimums: tuple[FirmwareMinimum, ...] = ()
+    allow_mixed: bool = False  # parts of one model on other versions than their siblings
 
 
 @dataclass(frozen=True)
@@ -290,6 +291,7 @@ RULES: dict[str, Callable[[Any], str]] = {
     "libc.min_glibc": _version,
     "gpu.min_driver": _version,
     "firmware.minimums.min_version": _version,
+    "firmware.minimums.match": _named,
     "gpu.expected_count": _non_negative,
     "gpu.expected_driver": _pin,
     "cuda.expected_toolkit": _pin,

@@ -143,7 +143,11 @@ def test_output_file_and_only(tmp_path):
     assert proc.returncode == 0 and proc.stdout == "", proc.stderr
     text = out.read_text()
     data = tomllib.loads(text)
-    assert set(data) == {"gpu"}  # what the run did not look at is not pinned
+    # What the run did not look at is not pinned: of the firmware, only the GPUs' VBIOS.
+    assert set(data) == {"gpu", "firmware"}
+    assert data["firmware"]["minimums"] == [
+        {"match": "NVIDIA H100 80GB HBM3", "min_version": "96.00.74.00.1F"}
+    ]
     assert "# [pci] not pinned: pci.link.width did not run" in text
     policy, _ = load_policy(str(out))
     assert policy.gpu.expected_count == 8
@@ -186,6 +190,11 @@ def test_round_trip_pins_exactly_the_inventory(tmp_path):
         ("/", "ext4"),
         ("/checkpoints", "ext4"),
         ("/data", "xfs"),
+    ]
+    assert [(m.match, m.min_version) for m in policy.firmware.minimums] == [
+        ("NVIDIA H100 80GB HBM3", "96.00.74.00.1F"),  # the VBIOS of the 8 GPUs
+        ("MT_0000000838", "28.39.1002"),  # the two ConnectX-7
+        ("SAMSUNG MZWLR7T6HALA-00007", "MPK7525Q"),
     ]
     # Keys genconf does not pin keep their defaults.
     assert policy.gpu.min_driver == Policy().gpu.min_driver
@@ -375,6 +384,20 @@ def test_mount_pins_without_a_mount_table_are_an_error():
     facts = Facts.given({mounts: (root,), space: ()})
     # "/" is mounted: nothing fails (and no statvfs answered: nothing else to judge).
     assert run("storage.space", facts, pinned).status is Status.SKIP
+
+
+def test_firmware_pins_the_oldest_of_a_mixed_model_and_it_holds(tmp_path):
+    host = str(HOSTS / "hgx-h100x8-mixed-firmware")
+    text = render(replayed(host))
+    assert "# 8 GPU(s), mixed: 96.00.61.00.01, 96.00.74.00.1F" in text
+    data = tomllib.loads(text)
+    assert {"match": "MT_0000000838", "min_version": "28.37.1014"} in data["firmware"]["minimums"]
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    after = {f.id: f for f in replayed(host, load_policy(str(path))[0]).findings}
+    # Still mixed, never older than the pin written from the host itself.
+    assert after["gpu.vbios"].status == after["network.firmware"].status == Status.WARN
+    assert "older than" not in " ".join(after["gpu.vbios"].details)
 
 
 def test_policy_errors_name_the_new_keys(tmp_path):

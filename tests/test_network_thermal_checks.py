@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from dldoctor.checks import network, thermal
+from dldoctor.checks import needs, network, thermal
 from dldoctor.facts import Facts
 from dldoctor.facts import gpu as g
 from dldoctor.facts.kmod import Modules, modules
@@ -22,9 +22,10 @@ from dldoctor.facts.rdma import (
 )
 from dldoctor.facts.system import Container, Kernel, container, environ, kernel
 from dldoctor.host import LiveHost
+from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import NetworkPolicy, Policy
-from tests.support.paths import FIXTURES
+from tests.support.paths import FIXTURES, HOSTS
 
 IB_TREE = FIXTURES / "corpus/infiniband/procfs-fixtures-sysfs"
 THERMAL_TREE = FIXTURES / "corpus/thermal/procfs-fixtures-sysfs"
@@ -35,12 +36,13 @@ def test_corpus_ib_ports_active_but_three_below_100_gbps():
     assert network.ib_state(facts, Policy()).status == Status.PASS
     rate = network.ib_rate(facts, Policy())
     assert rate.status == Status.FAIL
-    assert rate.details == ("mlx4_0:1: 40 Gb/sec (4X QDR)", "mlx4_0:2: 40 Gb/sec (4X QDR)",
-                            "mlx5_0:1: 25 Gb/sec (1X EDR)")  # fmt: skip
+    assert rate.details == ("mlx4_0:1 (InfiniBand): 40 Gb/sec (4X QDR)",
+                            "mlx4_0:2 (InfiniBand): 40 Gb/sec (4X QDR)",
+                            "mlx5_0:1 (InfiniBand): 25 Gb/sec (1X EDR)")  # fmt: skip
     assert network.ib_errors(facts, Policy()).status == Status.PASS  # all counters are 0 there
     # A site with 40 Gb/s QDR as its floor: only the 25 Gb/s port fails.
     qdr = Policy(network=NetworkPolicy(min_rate_gbps=40))
-    assert network.ib_rate(facts, qdr).details == ("mlx5_0:1: 25 Gb/sec (1X EDR)",)
+    assert network.ib_rate(facts, qdr).details == ("mlx5_0:1 (InfiniBand): 25 Gb/sec (1X EDR)",)
 
 
 def test_corpus_thermal_zone_at_minus_44_is_unreliable_not_cold():
@@ -102,6 +104,57 @@ def test_roce_needs_a_v2_gid_an_mtu_and_a_matching_gid_index():
     both = RdmaDevices(devices(ib()) + devices(roce_port(mtu=1500, gids=v1_only)))
     mixed = Facts.given({rdma_devices: both, environ: {}})
     assert network.roce(mixed, Policy()).status == Status.SKIP
+
+
+def roce_hca(name, state="ACTIVE", phys="LinkUp", rate=200.0):
+    port = RdmaPort(name, 1, state=state, phys_state=phys, rate_gbps=rate,
+                    rate_text=f"{rate:g} Gb/sec (2X NDR)", link_layer="Ethernet")  # fmt: skip
+    return RdmaDevice(name, "28.39.1002", "MT_0000000838", "MT4129", "", (port,))
+
+
+def test_a_roce_rail_down_fails_naming_its_gpu_in_the_fixture_host():
+    facts = Facts(ReplayHost(str(HOSTS / "hgx-h100x8-roce-rail-down")))
+    state = network.ib_state(facts, Policy())
+    assert state.status == Status.FAIL
+    assert state.summary == "mlx5_1:1 (RoCE, GPU rail of GPU 4) is DOWN (Disabled)"
+    assert "mlx5_0:1 (RoCE, GPU rail of GPU 0): ACTIVE (LinkUp), 200 Gb/sec (2X NDR)" in (
+        state.details
+    )
+    # Its GIDs and MTU are right: network.roce has nothing to say of a port that is down.
+    assert network.roce(facts, Policy()).status == Status.PASS
+    assert network.ib_rate(facts, Policy()).status == Status.PASS
+
+
+def test_a_roce_port_off_the_gpu_rails_that_is_down_or_slow_only_warns():
+    # No PCI address known: no GPU rail (a front-end or storage NIC, as far as one knows).
+    dead = Facts.given({rdma_devices: RdmaDevices((roce_hca("mlx5_2", "DOWN", "Disabled"),))})
+    outcome = network.ib_state(dead, Policy())
+    assert outcome.status == Status.WARN
+    assert outcome.summary == "mlx5_2:1 (RoCE) is DOWN (Disabled)"
+    # The policy's ib_ports holds a RoCE port to ACTIVE as it does an InfiniBand one.
+    pinned = Policy(network=NetworkPolicy(ib_ports=("mlx5_2:1",)))
+    assert network.ib_state(dead, pinned).status == Status.FAIL
+    slow = Facts.given({rdma_devices: RdmaDevices((roce_hca("mlx5_2", rate=25.0),))})
+    rate = network.ib_rate(slow, Policy())
+    assert rate.status == Status.WARN and rate.details == ("mlx5_2:1 (RoCE): 25 Gb/sec (2X NDR)",)
+    assert network.ib_state(slow, Policy()).summary == "1 RoCE port(s) ACTIVE"
+
+
+def test_gpu_ranges_are_written_short():
+    assert needs.gpu_words([3, 2]) == "GPU 2-3"
+    assert needs.gpu_words([0, 2, 3, 4, 7]) == "GPU 0, 2-4, 7"
+
+
+def test_an_rdma_device_link_that_names_no_pci_function_places_it_nowhere(tmp_path):
+    base = tmp_path / "sys/class/infiniband/rxe0"
+    (base / "ports/1").mkdir(parents=True)
+    (base / "ports/1/state").write_text("1: DOWN\n")
+    (base / "ports/1/link_layer").write_text("Ethernet\n")
+    (base / "device").symlink_to("../../../virtual/net/\x1b[31m")  # soft-RoCE, and garbage
+    (device,) = Facts(LiveHost(root=str(tmp_path))).get(rdma_devices)
+    assert device.pci_address == ""
+    outcome = network.ib_state(Facts.given({rdma_devices: RdmaDevices((device,))}), Policy())
+    assert outcome.status == Status.WARN and outcome.summary.startswith("rxe0:1 (RoCE) is DOWN")
 
 
 def test_roce_unread_gids_or_mtu_are_an_error_never_a_verdict():
@@ -193,3 +246,10 @@ def test_a_port_the_kernel_calls_unknown_is_neither_ib_nor_roce_and_no_error():
     unread = devices(dataclasses.replace(ib(state="DOWN"), link_layer=UNREAD))
     outcome = network.ib_state(Facts.given({rdma_devices: unread}), Policy())
     assert outcome.status == Status.ERROR and "could not be read (mlx5_0:1)" in outcome.summary
+
+
+def test_a_port_state_that_could_not_be_read_is_an_error_not_a_down_rail():
+    unread = Facts.given({rdma_devices: RdmaDevices((roce_hca("mlx5_2", state="", phys=""),))})
+    outcome = network.ib_state(unread, Policy())
+    assert outcome.status == Status.ERROR
+    assert outcome.summary == "mlx5_2:1 (RoCE): its state could not be read"

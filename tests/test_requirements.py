@@ -212,6 +212,7 @@ def test_the_gpu_checks_keep_their_order_across_their_modules():
         "gpu.persistence",
         "gpu.mig.pending",
         "gpu.compute_mode",
+        "gpu.vbios",
         "gpu.fabricmanager",
         "gpu.nvlink",
         "gpu.ecc.mode",
@@ -234,4 +235,5 @@ def test_a_wrapped_check_keeps_its_place_in_its_module():
         "network.ib.errors",
         "network.roce",
         "network.gpudirect",
+        "network.firmware",
     ]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.kmod import modules
 from dldoctor.facts.reading import SMALL, answer_text, read_listing, read_text, to_int
-from dldoctor.host.base import AnswerStatus, Host
+from dldoctor.host.base import AnswerStatus, Host, ProbeFailed
 
 IB_CLASS = "/sys/class/infiniband"
 NET_CLASS = "/sys/class/net"
@@ -222,6 +222,7 @@ class RdmaDevice:
     ports: tuple[RdmaPort, ...] = ()
     notes: tuple[str, ...] = ()
     node_type: str = ""  # "1: CA" (InfiniBand/RoCE adapter), "4: RNIC" (iWARP)
+    pci_address: str = ""  # "0000:19:00.0", from the `device` link; "" when not known
 
     @property
     def iwarp(self) -> bool:
@@ -376,6 +377,21 @@ def _port(reader: _Reader, device: str, port: int) -> RdmaPort:
     )
 
 
+_PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+def _pci_address(reader: _Reader, base: str) -> str:
+    """The PCI function behind the device (`device -> ../../../0000:19:00.0`): what places
+    it beside a GPU. A software device (rxe, siw) has no PCI parent: ""."""
+    answer = reader.host.readlink(f"{base}/device")
+    if answer.status == AnswerStatus.TIMEOUT:
+        raise ProbeFailed(answer)
+    if not answer.ok or not isinstance(answer.value, str):
+        return ""
+    last = answer.value.rstrip("/").rsplit("/", 1)[-1].lower()
+    return last if _PCI_ADDRESS.match(last) else ""
+
+
 def _device(reader: _Reader, name: str) -> RdmaDevice:
     base = f"{IB_CLASS}/{name}"
     notes: list[str] = []
@@ -388,7 +404,8 @@ def _device(reader: _Reader, name: str) -> RdmaDevice:
         notes.append(f"{base}/ports: missing")
     numbers = _numbered(port_names or (), MAX_PORTS, "ports", notes)
     ports = tuple(_port(reader, name, p) for p in numbers)
-    return RdmaDevice(name, ports=ports, notes=tuple(notes), **attrs)
+    address = _pci_address(reader, base)
+    return RdmaDevice(name, ports=ports, notes=tuple(notes), pci_address=address, **attrs)
 
 
 @fact("rdma.devices")

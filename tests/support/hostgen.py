@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from dldoctor.facts.acs import LSPCI_ARGV
+from dldoctor.facts.gds import GDSCHECK_ARGV
 from dldoctor.facts.limits import SYSTEMD_DEFAULTS_ARGV, SYSTEMD_UNITS_ARGV
 from dldoctor.facts.system import PATH_PYTHON_ARGV
 from dldoctor.nvml_probe import collect
@@ -444,10 +445,16 @@ def hca(
     mtu: int = 4092,
     v2_gid: bool = True,
     ipv4: str = "10.10.10.11",
+    pci: str = "",
+    fw: str = "28.39.1002",
 ) -> None:
-    """/sys/class/infiniband/<name>/ports/1 as mlx5 exposes it (InfiniBand NDR, or RoCE)."""
+    """/sys/class/infiniband/<name>/ports/1 as mlx5 exposes it (InfiniBand NDR, or RoCE);
+    `pci`: the PCI function its `device` link names."""
     base = f"/sys/class/infiniband/{name}"
-    b.file(f"{base}/fw_ver", "28.39.1002\n").file(f"{base}/hca_type", "MT4129\n")
+    if pci:
+        b.link(f"{base}/device", f"../../../{pci}")
+    b.file(f"{base}/fw_ver", fw + "\n").file(f"{base}/hca_type", "MT4129\n")
+    b.file(f"{base}/board_id", "MT_0000000838\n")
     port = f"{base}/ports/1"
     b.file(f"{port}/state", state + "\n").file(f"{port}/phys_state", phys + "\n")
     b.file(f"{port}/rate", ("200 Gb/sec (2X NDR)" if roce else "400 Gb/sec (4X NDR)") + "\n")
@@ -507,6 +514,8 @@ def gpu_server(
     launchers: str = SLURM_LAUNCHERS,
     numa_balancing: int = 0,
     driver: tuple[str, int] = ("550.54.15", 12040),
+    vbios: dict[int, str] | None = None,
+    hca_fw: tuple[str, str] = ("28.39.1002",) * 2,
 ) -> None:
     """An HGX H100 server: 8 GPUs, each behind its own PCIe Gen5 switch, a ConnectX-7 beside
     GPUs 0 and 4, four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver.
@@ -627,19 +636,25 @@ def gpu_server(
     )
     b.command(list(LSPCI_ARGV), "".join(lspci))
     for i, name in enumerate(("mlx5_0", "mlx5_1")):
+        pci = f"0000:{0x19 + 0x40 * i:02x}:00.0"  # the ConnectX-7 beside GPU 0, and GPU 4
         if roce_mtu:  # a RoCE fabric: Ethernet link layer, GIDs, the netdev's MTU matters
             v2 = roce_addressed or roce_mtu >= 4200
             ipv4 = f"10.10.10.{11 + i}"
-            hca(b, name, f"ens{i + 1}f0np0", roce=True, mtu=roce_mtu, v2_gid=v2, ipv4=ipv4)
+            # A RoCE port whose net interface is down reads DOWN (Disabled).
+            phys = "3: Disabled" if ib_states[i].endswith("DOWN") else "5: LinkUp"
+            hca(b, name, f"ens{i + 1}f0np0", state=ib_states[i], phys=phys, roce=True,
+                mtu=roce_mtu, v2_gid=v2, ipv4=ipv4, pci=pci, fw=hca_fw[i])  # fmt: skip
         else:
             phys = "2: Polling" if ib_states[i].endswith("DOWN") else "5: LinkUp"
-            hca(b, name, f"ib{i}", state=ib_states[i], phys=phys)
+            hca(b, name, f"ib{i}", state=ib_states[i], phys=phys, pci=pci, fw=hca_fw[i])
     for name in ("eno1", "lo"):
         b.file(f"/sys/class/net/{name}/mtu", "1500\n")
     nvidia_driver(b, driver[0], ["nvidia_peermem"] if peermem else [])
     boards = [h100_on_board(i) for i in range(gpus)]
     if narrow_gpu >= 0:  # the driver sees the link the slot trained to, as sysfs does
         boards[narrow_gpu]["nvmlDeviceGetCurrPcieLinkWidth"] = 8
+    for i, version in (vbios or {}).items():
+        boards[i]["nvmlDeviceGetVbiosVersion"] = version
     if slow_gpu >= 0:  # HW_SLOWDOWN (0x8) with the power brake (0x80): a PSU or cable fault
         boards[slow_gpu]["nvmlDeviceGetCurrentClocksEventReasons"] = 0x8 | 0x80
         boards[slow_gpu]["nvmlDeviceGetTemperatureV"] = 47
@@ -706,6 +721,27 @@ def hgx_h100x8_ib_init(b: BundleBuilder) -> None:
 def hgx_h100x8_roce_mtu1500(b: BundleBuilder) -> None:
     """A RoCE fabric whose NIC netdevs were left at MTU 1500 and have no IPv4 (no v2 GID)."""
     gpu_server(b, "hgx-h100-07", roce_mtu=1500)
+
+
+def hgx_h100x8_mixed_firmware(b: BundleBuilder) -> None:
+    """GPU 7 (a board swapped in) on an older VBIOS than its seven siblings, and the second
+    ConnectX-7 missed by the last firmware update."""
+    gpu_server(b, "hgx-h100-22", vbios={7: "96.00.61.00.01"}, hca_fw=("28.39.1002", "28.37.1014"))
+
+
+def hgx_h100x8_gds_compat_mode(b: BundleBuilder) -> None:
+    """GPUDirect Storage installed (NVIDIA's default /etc/cufile.json) but the nvidia_fs
+    module not loaded: cuFile falls back to compatibility mode, POSIX through bounce buffers."""
+    gpu_server(b, "hgx-h100-23")
+    default = (FIXTURES / "gds/cufile-nvidia-default-gds_sandbox.json").read_text()
+    b.file("/etc/cufile.json", default)
+    b.command(list(GDSCHECK_ARGV), status="not_installed", returncode=-1)
+
+
+def hgx_h100x8_roce_rail_down(b: BundleBuilder) -> None:
+    """A RoCE fabric (MTU 9000, RoCE v2 GIDs) whose second rail, the NIC beside GPU 4, is
+    DOWN (Disabled): GIDs and MTU are fine, the port is not."""
+    gpu_server(b, "hgx-h100-21", roce_mtu=9000, ib_states=("4: ACTIVE", "1: DOWN"))
 
 
 # The way an admin names the RoCE ports: one by its interface name, one by its MAC.
@@ -1018,6 +1054,9 @@ SCENARIOS = {
     "hgx-h100x8-ib-init": hgx_h100x8_ib_init,
     "hgx-h100x8-roce-mtu1500": hgx_h100x8_roce_mtu1500,
     "hgx-h100x8-roce-mtu-unset": hgx_h100x8_roce_mtu_unset,
+    "hgx-h100x8-roce-rail-down": hgx_h100x8_roce_rail_down,
+    "hgx-h100x8-mixed-firmware": hgx_h100x8_mixed_firmware,
+    "hgx-h100x8-gds-compat-mode": hgx_h100x8_gds_compat_mode,
     "hgx-h100x8-no-peermem": hgx_h100x8_no_peermem,
     "hgx-h100x8-hw-slowdown": hgx_h100x8_hw_slowdown,
     "hgx-h100x8-raid-degraded": hgx_h100x8_raid_degraded,
