@@ -409,7 +409,10 @@ def p2p_part(facts: Facts, pair: tuple[int, int], kind: str, value: float) -> tu
     elif kind == "PCIe" and pcie_ref:
         ref = Reference(pcie_ref.value, pcie_ref.source, PCIE_PEER_FLOOR)
     what, label = ("p2p_nvlink", "NVLink copy") if kind == "NVLink" else ("p2p_pcie", "peer copy")
-    return Measured(f"GPU {src} → GPU {dst}", what, label, value, "GB/s", ref), line
+    # PCIe peers within a switch copy about twice as fast as peers across sockets: their
+    # spread is the host's layout, so they are held to the link alone, not to each other.
+    pair_name = f"GPU {src} → GPU {dst}"
+    return Measured(pair_name, what, label, value, "GB/s", ref, alike=kind == "NVLink"), line
 
 
 def allreduce_reference(facts: Facts) -> Reference | None:
@@ -444,8 +447,7 @@ def allreduce(facts: Facts, policy: Policy) -> Outcome:
         largest = nccl.largest
         if nccl.wrong:
             return failed(
-                f"all_reduce_perf found {nccl.wrong} wrong value(s): the GPUs or links "
-                "corrupt data"
+                f"all_reduce_perf found {nccl.wrong} wrong value(s): the GPUs or links corrupt data"
             )
         measured = [
             Measured(

@@ -110,8 +110,12 @@ def _read_figures(facts: Facts, r: DiskMeasurement):
     raid = _nvme_raid0(facts, r.space)
     ref = Reference(NVME_RAID0_IOPS, NVME_RAID0_SOURCE, NVME_RAID0_FLOOR) if raid else None
     measured = [
-        Measured(r.path, "seq_read", "sequential read", seq.read_bytes_per_s / GB, "GB/s"),
-        Measured(r.path, "rand_read_4k", "4K random read", rand.read_iops, "IOPS", ref),
+        Measured(
+            r.path, "seq_read", "sequential read", seq.read_bytes_per_s / GB, "GB/s", alike=False
+        ),
+        Measured(
+            r.path, "rand_read_4k", "4K random read", rand.read_iops, "IOPS", ref, alike=False
+        ),
     ]
     said = (
         f"1 MiB reads {fio.SEQ_DEPTH} deep; 4K random reads {fio.RAND_JOBS} x "
@@ -125,7 +129,7 @@ def _write_figures(facts: Facts, r: DiskMeasurement):
     if job is None:
         return errored(f"fio's JSON for {r.path} lacks the seq_write job")
     value = job.write_bytes_per_s / GB
-    measured = [Measured(r.path, "seq_write", "sequential write", value, "GB/s")]
+    measured = [Measured(r.path, "seq_write", "sequential write", value, "GB/s", alike=False)]
     return measured, f"1 MiB writes {fio.SEQ_DEPTH} deep, fsync at the end"
 
 

@@ -92,3 +92,33 @@ def test_a_summary_names_three_parts_and_counts_the_rest():
 )
 def test_amounts_keep_three_significant_digits(value, text):
     assert amount(value, "GB/s") == text
+
+
+def test_parts_held_to_different_references_are_no_siblings():
+    # A 100 Gb/s RoCE port beside 400 Gb/s rails, each at its rate: no straggler.
+    rails = [
+        Measured(
+            f"mlx5_{i}:1", "rdma_write", "RDMA write", 48.0, "GB/s", Reference(50.0, "rate", 0.8)
+        )
+        for i in range(4)
+    ]
+    roce = Measured(
+        "mlx5_4:1", "rdma_write", "RDMA write", 12.0, "GB/s", Reference(12.5, "rate", 0.8)
+    )
+    assert judge([*rails, roce], Policy()).status == Status.PASS
+    # The same figure held to the rails' reference is a straggler.
+    same = Measured(
+        "mlx5_4:1", "rdma_write", "RDMA write", 40.0, "GB/s", Reference(50.0, "rate", 0.8)
+    )
+    assert judge([*rails, same], Policy()).status == Status.WARN
+
+
+def test_parts_not_alike_are_held_to_their_reference_alone():
+    # Volumes on different devices: their spread is the host's layout, not a fault.
+    volumes = [
+        Measured("/data", "seq_read", "sequential read", 6.0, "GB/s", alike=False),
+        Measured("/scratch", "seq_read", "sequential read", 0.5, "GB/s", alike=False),
+    ]
+    assert judge(volumes, Policy()).status == Status.PASS
+    alike = [Measured(m.subject, m.what, m.label, m.value, m.unit) for m in volumes]
+    assert judge(alike, Policy()).status == Status.WARN

@@ -36,6 +36,10 @@ class Measured:
     value: float
     unit: str
     reference: Reference | None = None  # the per-SKU table's; None: none known
+    # Held to its siblings' median: parts built alike (the GPUs of one SKU, the NUMA nodes).
+    # False where the host's layout, not health, spreads the figures: volumes on different
+    # devices, PCIe peer pairs within a switch and across sockets.
+    alike: bool = True
 
 
 def amount(value: float, unit: str) -> str:
@@ -116,10 +120,17 @@ def _line(m: Measured, ref: Reference | None) -> str:
 
 
 def _stragglers(measured: Sequence[Measured], fraction: float) -> list[tuple[Measured, float]]:
-    """The parts below `fraction` of the median of the parts measured the same way."""
+    """The parts below `fraction` of the median of their siblings: the parts alike,
+    measured the same way and held to the same reference (a 100 Gb/s port is no sibling of
+    a 400 Gb/s one, an L4 none of an H100 beside it)."""
+
+    def kin(m: Measured) -> tuple:
+        return m.what, m.unit, m.reference.value if m.reference else None
+
     slow = []
-    for what in dict.fromkeys((m.what, m.unit) for m in measured):
-        same = [m for m in measured if (m.what, m.unit) == what]
+    alike = [m for m in measured if m.alike]
+    for kind in dict.fromkeys(kin(m) for m in alike):
+        same = [m for m in alike if kin(m) == kind]
         if len(same) < 2:
             continue
         median = statistics.median(m.value for m in same)
