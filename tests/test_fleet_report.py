@@ -419,7 +419,7 @@ def test_stragglers_are_named_by_their_distance_from_the_fleets_median_worst_fir
     assert hbm["kind"] == base["inventory"]["gpus"][0]["model"]  # folded per GPU model
     assert 2580 < hbm["median"] < 2610 and hbm["min"] == 1409.4
     disk = next(r for r in perf["figures"] if r["what"] == "seq_read")
-    assert disk["kind"] is None and disk["parts"] == 20 and disk["stragglers"] == []
+    assert disk["kind"] == "/data" and disk["parts"] == 20 and disk["stragglers"] == []  # per part
     assert doc["summary"]["straggling"] == {"count": 2, "nodes": "node[009,017]"}
     assert proc.returncode == 1  # node017's memory check failed
     text = run_dldoctor("fleet", "report", str(folder)).stdout

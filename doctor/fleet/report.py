@@ -36,6 +36,10 @@ STRAGGLER = PerfPolicy().straggler  # a part below this fraction of the fleet's 
 # Figures of these checks are a GPU's: folded per GPU model, so that a mixed fleet's A100s
 # are not each a straggler beside its H100s.
 GPU_CHECKS = ("perf.gpu.", "perf.nccl.")
+# Figures whose parts differ by the host's layout, not by health (the judge's
+# Measured.alike): a PCIe peer pair within a switch copies about twice as fast as one
+# across sockets. Folded per part (the same pair on every node), never all together.
+PER_PART = frozenset({"p2p_pcie"})
 
 
 def fold(names: Iterable[str]) -> str:
@@ -150,7 +154,13 @@ class Tally:
 
     def _add_figures(self, node: int, figures, model: str) -> None:
         for check, subject, what, unit, value in figures:
-            kind = model if check.startswith(GPU_CHECKS) else ""
+            # A GPU's figure is folded per GPU model; the host's other parts (a volume, a
+            # NUMA node, a port) and layout-bound figures per part: /data beside /scratch,
+            # or a 100G port beside 400G rails, is no fleet to be slow against.
+            if what in PER_PART or not check.startswith(GPU_CHECKS):
+                kind = subject
+            else:
+                kind = model
             key = (check, what, unit, kind)
             tally = self.figures.get(key)
             if tally is None:
