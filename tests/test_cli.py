@@ -148,6 +148,31 @@ def test_check_never_imports_textual_nor_cpuinfo():
     assert not imported & {"textual", "cpuinfo", "prometheus_client"}
 
 
+def test_a_passive_check_never_imports_the_active_tier():
+    # Its checks and measuring code load only with --active (a tenth of the start-up).
+    code = (
+        "import sys; from dldoctor.cli import main; rc = main(['--check', '--json']);"
+        "print(sorted(m for m in sys.modules if m.startswith('dldoctor.')), file=sys.stderr)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    modules = proc.stderr.strip().splitlines()[-1]
+    assert "'dldoctor.checks.pci'" in modules and "'dldoctor.checks.storage'" in modules
+    assert "dldoctor.active" not in modules and "dldoctor.checks.perf" not in modules
+
+
+def test_the_measuring_checks_live_in_the_measuring_modules_only():
+    # A passive run skips those modules unimported (registry.MEASURING_MODULES): a
+    # measuring check elsewhere would run without --active, a passive one there never.
+    from dldoctor.registry import MEASURING_MODULES, builtin_checks
+
+    specs = builtin_checks(active=True)
+    where = {s.id: (s.fn.__module__.rpartition(".")[2].startswith(MEASURING_MODULES), s.active)
+             for s in specs}  # fmt: skip
+    assert any(active for _, active in where.values())
+    assert {i: w for i, w in where.items() if w[0] != w[1]} == {}
+    assert {s.id for s in builtin_checks()} == {i for i, (_, active) in where.items() if not active}
+
+
 def test_a_hanging_command_errors_only_its_checks_and_the_run_ends_in_time(tmp_path):
     # Fake `python3` and `getconf` that would sleep for five minutes.
     for name in ("python3", "getconf"):

@@ -361,12 +361,20 @@ def _fixes_after_boot(request, host, *, say: bool = False) -> list[str]:
 def specs_of(no_plugins: bool, *, active: bool = False):
     """(the checks, built-in and plugins', in order; a finding per plugin not loaded). The
     measuring checks only when `active`."""
-    from dldoctor.registry import builtin_checks, ordered, plugin_checks, plugins_disabled
+    from dldoctor.registry import (
+        PluginLoad,
+        builtin_checks,
+        ordered,
+        plugin_checks,
+        plugins_disabled,
+    )
 
-    specs = builtin_checks(active=True)
+    loaded = plugin_checks() if not plugins_disabled(no_plugins) else PluginLoad()
+    # The measuring checks' ids are taken even in a passive run, so a plugin's are
+    # compared with them; without a plugin a passive run need not import them.
+    specs = builtin_checks(active=active or bool(loaded.specs))
     findings: list[Finding] = []
-    if not plugins_disabled(no_plugins):
-        loaded = plugin_checks()
+    if loaded.specs or loaded.errors:
         known = {s.id for s in specs}
         for spec in loaded.specs:
             if spec.id in known:
