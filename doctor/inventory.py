@@ -16,11 +16,9 @@ list of objects), and leaves a value of the wrong kind for its reader to judge.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from dldoctor.facts import Fact, Facts
 from dldoctor.facts.cudalibs import cudnn as cudnn_fact
@@ -51,40 +49,37 @@ def computed(facts: Facts, f: Fact[T]) -> T | None:
 
 
 # --- the rows -------------------------------------------------------------------------
-# One frozen type per row; its fields are the JSON keys, in the JSON's order.
+# One NamedTuple per row (a tenth of the cost of a frozen dataclass at import); its fields
+# are the JSON keys, in the JSON's order.
 
 
-class _Row:
-    """to_dict / from_dict for a flat row whose fields are its JSON keys."""
-
-    KEYS: ClassVar[dict[str, str]] = {}  # field -> JSON key, where they differ
-
-    def to_dict(self) -> dict[str, Any]:
-        return {self.KEYS.get(f.name, f.name): getattr(self, f.name) for f in _fields(self)}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]):
-        return cls(*map(d.get, _json_keys(cls)))
-
-
-def _fields(cls) -> tuple[dataclasses.Field, ...]:
-    return dataclasses.fields(cls)
+# The row fields whose JSON keys differ from their names.
+_RENAMED: dict[str, dict[str, str]] = {"PcieDevice": {"class_code": "class"}}
 
 
 @functools.cache  # a fleet report reads some 70 rows of each of 10,000 nodes
 def _json_keys(cls: type) -> tuple[str, ...]:
-    return tuple(cls.KEYS.get(f.name, f.name) for f in dataclasses.fields(cls))
+    renamed = _RENAMED.get(cls.__name__, {})
+    return tuple(renamed.get(name, name) for name in cls._fields)  # type: ignore[attr-defined]
 
 
-@dataclass(frozen=True)
-class Driver(_Row):
+def _row_dict(row: tuple) -> dict[str, Any]:
+    """A row as its JSON object, keys in the fields' order."""
+    return dict(zip(_json_keys(type(row)), row, strict=True))
+
+
+def _row_of(cls: type[T], d: Mapping[str, Any]) -> T:
+    """A row of a JSON object: a key it lacks is None."""
+    return cls(*map(d.get, _json_keys(cls)))
+
+
+class Driver(NamedTuple):
     version: str | None
     cuda: str | None  # the highest CUDA the driver supports
     source: str | None  # "nvml" or "nvidia-smi"
 
 
-@dataclass(frozen=True)
-class Gpu(_Row):
+class Gpu(NamedTuple):
     index: int | None
     bus_id: str | None
     model: str | None
@@ -105,18 +100,14 @@ class Gpu(_Row):
     xid_events: int | None  # None: the kernel log could not be read
 
 
-@dataclass(frozen=True)
-class Framework(_Row):
+class Framework(NamedTuple):
     name: str | None
     version: str | None
     cuda: str | None
     cudnn: str | None
 
 
-@dataclass(frozen=True)
-class PcieDevice(_Row):
-    KEYS: ClassVar[dict[str, str]] = {"class_code": "class"}
-
+class PcieDevice(NamedTuple):
     address: str | None
     vendor: str | None
     device: str | None
@@ -128,8 +119,7 @@ class PcieDevice(_Row):
     width_max: int | None
 
 
-@dataclass(frozen=True)
-class RdmaPort(_Row):
+class RdmaPort(NamedTuple):
     device: str | None
     port: int | None
     firmware: str | None
@@ -141,23 +131,20 @@ class RdmaPort(_Row):
     mtu: int | None
 
 
-@dataclass(frozen=True)
-class NvmeController(_Row):
+class NvmeController(NamedTuple):
     name: str | None
     model: str | None
     firmware: str | None
 
 
-@dataclass(frozen=True)
-class Nic(_Row):
+class Nic(NamedTuple):
     interface: str | None
     driver: str | None
     firmware: str | None
     bus_info: str | None
 
 
-@dataclass(frozen=True)
-class RaidArray(_Row):
+class RaidArray(NamedTuple):
     name: str | None
     level: str | None
     state: str | None
@@ -166,15 +153,13 @@ class RaidArray(_Row):
     degraded: bool | None
 
 
-@dataclass(frozen=True)
-class Mount(_Row):
+class Mount(NamedTuple):
     mount_point: str | None
     fstype: str | None
     source: str | None
 
 
-@dataclass(frozen=True)
-class Cuda:
+class Cuda(NamedTuple):
     toolkit: str | None  # the selected toolkit's version
     toolkits: tuple[str, ...] | None
     cudnn: tuple[str, ...] | None
@@ -204,8 +189,7 @@ class Cuda:
 # --- the inventory --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Inventory:
+class Inventory(NamedTuple):
     kernel: str | None = None
     os: str | None = None
     firmware: tuple[tuple[str, str], ...] | None = None  # DMI (key, value), in its order
@@ -241,7 +225,7 @@ class Inventory:
             "kernel": self.kernel,
             "os": self.os,
             "firmware": None if self.firmware is None else dict(self.firmware),
-            "driver": None if self.driver is None else self.driver.to_dict(),
+            "driver": None if self.driver is None else _row_dict(self.driver),
             "gpus": _dicts(self.gpus),
             "cuda": None if self.cuda is None else self.cuda.to_dict(),
             "pcie": _dicts(self.pcie),
@@ -264,7 +248,7 @@ class Inventory:
             kernel=d.get("kernel"),
             os=d.get("os"),
             firmware=tuple(firmware.items()) if isinstance(firmware, Mapping) else None,
-            driver=Driver.from_dict(driver) if isinstance(driver, Mapping) else None,
+            driver=_row_of(Driver, driver) if isinstance(driver, Mapping) else None,
             gpus=_rows(Gpu, d.get("gpus")),
             cuda=Cuda.from_dict(cuda) if isinstance(cuda, Mapping) else None,
             pcie=_rows(PcieDevice, d.get("pcie")),
@@ -281,7 +265,7 @@ def _list(values: tuple | None) -> list | None:
 
 
 def _dicts(rows: tuple | None) -> list[dict[str, Any]] | None:
-    return None if rows is None else [r.to_dict() for r in rows]
+    return None if rows is None else [_row_dict(r) for r in rows]
 
 
 def _tuple(values: Any) -> tuple | None:
@@ -291,7 +275,7 @@ def _tuple(values: Any) -> tuple | None:
 def _rows(row: type[T], values: Any) -> tuple[T, ...] | None:
     if not isinstance(values, list):
         return None
-    return tuple(row.from_dict(v) for v in values if isinstance(v, Mapping))  # type: ignore[attr-defined]
+    return tuple(_row_of(row, v) for v in values if isinstance(v, Mapping))
 
 
 # --- from the facts -------------------------------------------------------------------
