@@ -21,14 +21,24 @@ MARKS = {
 STATUS_COLOURS = {"fail": "#c62828", "error": "#8e24aa", "warn": "#ef6c00",
                   "pass": "#2e7d32", "skip": "#757575"}  # fmt: skip
 _STYLE = """
-table.diff { border-collapse: collapse; width: 100%; }
+table.diff { border-collapse: collapse; width: 100%; overflow-wrap: break-word; }
 table.diff td, table.diff th { border-bottom: 1px solid #ddd; padding: .3em .5em;
   text-align: left; vertical-align: top; }
 table.diff th { background: #f3f3f3; }
 tr.mark td:first-child { border-left: 4px solid var(--mark); }
 .sides { display: flex; flex-wrap: wrap; gap: 1em; }
 .sides > div { flex: 1 1 18em; border: 1px solid #ddd; padding: .4em .8em; }
+.sides h2 { margin: .2em 0; }
 .was { color: #666; }
+@media (max-width: 40em) {
+  /* A phone: each change a block of its own, its cells one under another, named. */
+  table.diff tr:first-child { display: none; }
+  table.diff, table.diff tr, table.diff td { display: block; width: auto; }
+  table.diff tr { border-left: 4px solid var(--mark); margin: .6em 0; }
+  table.diff td { border: 0; padding: .1em .5em; }
+  tr.mark td:first-child { border: 0; }
+  table.diff td[data-side]::before { content: attr(data-side) ": "; color: #666; }
+}
 """
 
 
@@ -94,7 +104,11 @@ def render_html(doc: dict) -> str:
     if doc["figures"]:
         said += (", " if said else "") + f"figures moved: {len(doc['figures'])}"
     verdict = "equivalent" if doc["equivalent"] else "they differ"
-    out.append(f"<p id=verdict><b>{verdict}</b>{(': ' + e(said)) if said else ''}</p>")
+    colour = "#2e7d32" if doc["equivalent"] else "#ef6c00"
+    out.append(
+        f'<p id=verdict style="border-color:{colour}"><b>{verdict}</b>'
+        f"{(': ' + e(said)) if said else ''}</p>"
+    )
     if rows:
         out.append("<section id=findings><h2>Findings</h2><div class=wide><table class=diff>")
         out.append("<tr><th>change</th><th>check</th><th>A</th><th>B</th></tr>")
@@ -104,7 +118,7 @@ def render_html(doc: dict) -> str:
                 f'<tr class="mark {m}" style="--mark:{colour}" id="{e(r["id"])}">'
                 f'<td><b style="color:{colour}">{e(name)}</b></td>'
                 f"<td><b>{e(r['title'])}</b><br><span class=id>{e(r['id'])}</span></td>"
-                f"<td>{_status(r['a'])}</td><td>{_status(r['b'])}</td></tr>"
+                f"<td data-side=A>{_status(r['a'])}</td><td data-side=B>{_status(r['b'])}</td></tr>"
             )
         out.append("</table></div></section>")
     if doc["facts"]:
@@ -112,7 +126,7 @@ def render_html(doc: dict) -> str:
         out.append("<table class=diff><tr><th>key fact</th><th>A</th><th>B</th></tr>")
         out += [
             f'<tr class="mark fact" style="--mark:#1565c0"><td class=id>{e(r["label"])}</td>'
-            f"<td>{e(str(r['a']))}</td><td>{e(str(r['b']))}</td></tr>"
+            f"<td data-side=A>{e(str(r['a']))}</td><td data-side=B>{e(str(r['b']))}</td></tr>"
             for r in doc["facts"]
         ]
         out.append("</table></div></section>")
