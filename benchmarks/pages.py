@@ -9,7 +9,7 @@ host with a GPU at x8, the healthy 8-GPU host, a workstation whose GPU Nouveau h
 `dldoctor diff --html` of the healthy host's report against the x8 host, and — where this
 dldoctor has `fleet report --html` — the fleet page of 1,000 nodes: real reports
 (`--check --json --from` five fixture hosts), the healthy one on 996 nodes, each odd host
-on one, linked under each node's name, as benchmarks/fleet.py builds a sweep.
+on one, linked under each node's name (tests/support/fleetgen.py `real_fleet`).
 
 Per page: its bytes; Chromium's own load time, from the page's navigation to the end of
 its load event (a copy that measures itself: tests/support/browser.py `measure`), the
@@ -40,8 +40,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
 REPORT_HOSTS = ("hgx-h100x8-gpu3-x8", "hgx-h100x8-healthy", "workstation-rtx4090-nouveau")
-FLEET_ODD = ("hgx-h100x8-gpu3-x8", "hgx-h100x8-driver535", "hgx-h100x8-nvlink-down",
-             "workstation-rtx4090-nouveau")  # fmt: skip
 FLEET_NODES = 1000
 
 
@@ -73,18 +71,13 @@ def diff_page(work: Path) -> Path:
 
 def fleet_page(work: Path) -> Path | None:
     """The 1,000-node fleet page, or None where `fleet report` has no --html."""
+    from tests.support.fleetgen import real_fleet
+
     if "--html" not in dldoctor("fleet", "report", "--help").stdout:
         return None
-    sweep, reports = work / "sweep", {}
-    sweep.mkdir()
-    for host in ("hgx-h100x8-healthy", *FLEET_ODD):
-        reports[host] = work / f"{host}.json"
-        reports[host].write_text(dldoctor("--check", "--json", "--from", str(HOSTS / host)).stdout)
-    odd = {FLEET_NODES // (len(FLEET_ODD) + 1) * (i + 1): h for i, h in enumerate(FLEET_ODD)}
-    for n in range(1, FLEET_NODES + 1):
-        os.link(reports[odd.get(n, "hgx-h100x8-healthy")], sweep / f"gpu{n:04d}.json")
+    real_fleet(work / "sweep", FLEET_NODES)
     page = work / "fleet.html"
-    page.write_text(dldoctor("fleet", "report", "--html", str(sweep)).stdout)
+    page.write_text(dldoctor("fleet", "report", "--html", str(work / "sweep")).stdout)
     return page
 
 
