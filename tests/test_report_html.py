@@ -126,6 +126,18 @@ def test_a_picture_is_placed_after_the_problems():
     assert page.count(svg) == 1 and page.index(svg) > topology  # trusted markup, as it is
 
 
+@needs_chromium
+def test_a_wide_picture_scrolls_in_its_box_not_the_page(tmp_path):
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="1200" height="300">'
+        '<rect x="10" y="10" width="1180" height="280" fill="#1565c0"/></svg>'
+    )
+    page = tmp_path / "report.html"
+    page.write_text(render_html(_report("hgx-h100x8-gpu3-x8"), picture=svg), encoding="utf-8")
+    measured = measure(tmp_path / "chromium", page, PHONE)
+    assert measured["scroll_width"] <= PHONE, measured
+
+
 def test_an_8_gpu_page_stays_small():
     for scenario in ("hgx-h100x8-gpu3-x8", "hgx-h100x8-healthy"):
         assert len(render_html(_report(scenario)).encode()) <= 300_000, scenario
