@@ -141,6 +141,7 @@ summary {{ cursor: pointer; }} .id {{ font-family: monospace; color: #555; }}
 details.evidence {{ border-color: #eee; }}
 .remedy {{ background: #f6f6f6; padding: .4em .6em; }}
 .wide {{ overflow-x: auto; max-width: 100%; }} .wide svg {{ max-width: none; }}
+.wide table {{ overflow-wrap: normal; }}
 ul.plain {{ list-style: none; padding-left: 0; }} ul.plain li {{ margin: .2em 0; }}
 .cat {{ color: #666; font-size: 12px; }}
 #verdict {{ font-size: 18px; border-left: 6px solid; padding: .2em .6em; }}
