@@ -20,8 +20,8 @@ assert what the pages show, never how fast).
 
 Measured 2026-12-02 on the project's 2-core VM under load 4.9, --runs 3, medians (the
 README's Speed section has the table): report.html of the x8 host 95.2 kB loaded in 74 ms,
-the healthy host's 41.3 kB in 41 ms, the workstation's 15.8 kB in 49 ms, the diff page
-4.4 kB in 59 ms; every page 390 px wide at 390 px; an empty page's whole headless run
+the healthy host's 41.4 kB in 41 ms, the workstation's 15.9 kB in 49 ms, the diff page
+4.5 kB in 59 ms; every page 390 px wide at 390 px; an empty page's whole headless run
 0.63 s.
 """
 
