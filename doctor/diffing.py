@@ -360,7 +360,13 @@ def build_parser() -> argparse.ArgumentParser:
         "a", metavar="A", help="a bundle (a directory or a .tar.gz) or a report JSON file"
     )
     p.add_argument("b", metavar="B", help="the same, to compare with A")
-    p.add_argument("--json", action="store_true", help="print the diff as JSON on stdout")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the diff as JSON on stdout")
+    out.add_argument(
+        "--html",
+        action="store_true",
+        help="print the diff as a self-contained HTML page (the two sides, each change " "marked)",
+    )
     add_request_arguments(
         p,
         helps={
@@ -399,6 +405,10 @@ def main(argv: Sequence[str]) -> int:
         return ExitCode.BAD_INPUT
     if args.json:
         text = json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
+    elif args.html:
+        from dldoctor.render.diffpage import render_html
+
+        text = render_html(doc)
     else:
         text = render_text(doc)
     try:

@@ -121,3 +121,29 @@ def latency(us: float) -> Change:
         report["findings"].append(latency_finding(us).to_dict())
 
     return change
+
+
+# Real reports of other fixture hosts, one node each, for a fleet whose odd ones are real.
+REAL_ODD = ("hgx-h100x8-gpu3-x8", "hgx-h100x8-driver535", "hgx-h100x8-nvlink-down",
+            "workstation-rtx4090-nouveau")  # fmt: skip
+
+
+def real_fleet(folder, count: int = 1000, odd_hosts=REAL_ODD) -> dict[str, str]:
+    """`gpu0001.json` ... as `fleet run` leaves them: the healthy host's real report on every
+    node but one per odd host (spread through the fleet), whose own real report that node
+    gets; the same report is one file linked under each name, so 1,000 nodes cost five
+    replays. Returns {odd node: its host}."""
+    os.makedirs(folder, exist_ok=True)
+    reports = {}
+    for host in (HEALTHY.name, *odd_hosts):
+        reports[host] = os.path.join(folder, f".{host}.report")
+        with open(reports[host], "wb") as f:
+            f.write(dump(real_report(HOSTS / host)))
+    step = count // (len(odd_hosts) + 1)
+    odd = {f"gpu{step * (i + 1):04d}": host for i, host in enumerate(odd_hosts)}
+    for n in range(1, count + 1):
+        name = f"gpu{n:04d}"
+        os.link(reports[odd.get(name, HEALTHY.name)], os.path.join(folder, f"{name}.json"))
+    for path in reports.values():
+        os.unlink(path)  # the links keep the bytes; a dot-file would be read as a node
+    return odd
