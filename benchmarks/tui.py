@@ -208,14 +208,14 @@ def main() -> int:
     print(
         "the app's main thread, 3 runs under the probe: CPU to the first finding sent "
         f"{ms([c['first_row_cpu_s'] for c in counted])} (importing Textual and the app "
-        f"{ms([c['import_cpu_s'] for c in counted])}); full tree redraws per run "
+        f"{ms([c['import_cpu_s'] for c in counted])}); tree redraws per run "
         f"{med([c['tree_rebuilds'] for c in counted]):.0f}, screen refreshes "
         f"{med([c['refreshes'] for c in counted]):.0f}"
     )
     keys = keyed["key_cpu_s"] or [0.0]
     print(
         f"while a probe hangs: main-thread CPU per key {ms(keys)} (max "
-        f"{max(keys) * 1000:.0f} ms), full tree redraws {keyed['tree_rebuilds']} for "
+        f"{max(keys) * 1000:.0f} ms), tree redraws {keyed['tree_rebuilds']} for "
         f"{len(times)} keys, screen refreshes {keyed['refreshes']} "
         f"({keyed['refresh_cpu_s'] * 1000:.0f} ms CPU); with no key pressed the main thread "
         f"spends {keyed['idle_cpu_per_s'] * 1000:.0f} ms CPU per second"

@@ -7,11 +7,12 @@ which a shared machine's wall times hide.
 Runs the app as `python -m dldoctor` would and, when it ends, writes to the file:
 first_row_s and first_row_cpu_s (seconds since this script started, and the main thread's
 CPU seconds, until the terminal is first sent a finding's row), import_cpu_s (the main
-thread's CPU importing the app and Textual), tree_rebuilds (full redraws of the findings
-tree), refreshes (redraws of the results screen), refresh_cpu_s (their main-thread CPU),
-key_cpu_s (per key pressed: the main thread's CPU from the key to the next write to the
-terminal), and main_cpu (every 0.1 s: the monotonic clock and the main thread's CPU
-seconds, for the CPU it spends while nothing is pressed)."""
+thread's CPU importing the app and Textual), tree_rebuilds (redraws of the findings
+tree: each builds again only the categories whose findings changed), refreshes (redraws
+of the results screen), refresh_cpu_s (their main-thread CPU), key_cpu_s (per key
+pressed: the main thread's CPU from the key to the next write to the terminal), and
+main_cpu (every 0.1 s: the monotonic clock and the main thread's CPU seconds, for the CPU
+it spends while nothing is pressed)."""
 
 from __future__ import annotations
 

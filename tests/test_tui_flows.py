@@ -127,6 +127,40 @@ def test_filter_by_text_and_by_status():
     asyncio.run(flow())
 
 
+def test_the_filter_box_opens_in_place_and_a_letter_builds_again_only_what_it_changed():
+    """`/` shows the box in the row of the line that says what is shown, and Esc that line
+    again: the list and the detail stay where they were. A filter that leaves a category's
+    findings as they were keeps that category's nodes; Esc draws the list as before."""
+    session = bundle_session("hgx-h100x8-nvlink-down")
+
+    async def steps(pilot):
+        screen = pilot.app.results
+        tree = screen.query_one(FindingsTree)
+        box, state = screen.query_one("#filter"), screen.query_one("#filter-state")
+        regions = lambda: (tree.region, screen.query_one("#detail-scroll").region)  # noqa: E731
+        before, line = regions(), state.region
+        labels = [str(tree.get_node_at_line(i).label) for i in range(tree.last_line + 1)]
+        everything = _leaves(tree)
+        gpu = next(n for n in tree.root.children if " gpu " in f" {n.label.plain} ")
+        assert all(isinstance(c.data, str) and c.data.startswith("gpu.") for c in gpu.children
+                   if not c.data.startswith("skips:"))  # fmt: skip
+        await pilot.press("slash")
+        await until(pilot, lambda: box.has_focus)
+        assert box.region == line and not state.display and regions() == before
+        await pilot.press(*"gpu")
+        await until(pilot, lambda: screen.text_filter == "gpu" and tree.moving_to is None)
+        assert set(_leaves(tree)) < set(everything)
+        assert gpu in tree.root.children  # every one of its findings matches: kept as drawn
+        await pilot.press("escape")
+        await until(pilot, lambda: state.display and screen.text_filter == "")
+        await until(pilot, lambda: tree.moving_to is None)
+        assert not box.display and state.region == line and regions() == before
+        assert [str(tree.get_node_at_line(i).label) for i in range(tree.last_line + 1)] == labels
+        assert _leaves(tree) == everything
+
+    drive(session, steps)
+
+
 def _nouveau_root(tmp_path, monkeypatch):
     root = copy_root(tmp_path, "workstation-rtx4090-nouveau")
     bindir = tmp_path / "bin"

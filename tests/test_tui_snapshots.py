@@ -1,5 +1,5 @@
 """Every screen of the app as an SVG (pytest-textual-snapshot), rendered from fixture
-bundles at a fixed size: the results, a finding with a fix, the fix plan, the
+bundles at a fixed size: the results, filtered, a finding with a fix, the fix plan, the
 confirmation, the history, the export form and the help. Nothing shown depends on the
 clock once a run has ended. Update with `pytest --snapshot-update` and read the diff."""
 
@@ -42,6 +42,14 @@ def _after_run(session, *keys, then=None, shows=None):
 def test_results_screen(snap_compare):
     session = bundle_session(ROCE)
     assert snap_compare(app_for(session), terminal_size=SIZE, run_before=_after_run(session))
+
+
+def test_results_screen_filtering(snap_compare):
+    """The filter box open, a word typed: one row, where the line saying what is shown was."""
+    session = bundle_session(ROCE)
+    assert snap_compare(
+        app_for(session), terminal_size=SIZE, run_before=_after_run(session, "slash", *"roce")
+    )
 
 
 def test_results_screen_on_a_finding_with_a_fix(snap_compare):

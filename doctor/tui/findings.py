@@ -4,6 +4,7 @@ of one finding. They draw what the Session holds; they ask the host nothing."""
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from rich.cells import cell_len
 from rich.console import Group
@@ -14,6 +15,7 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static, Tree
+from textual.widgets.tree import TreeNode
 
 from dldoctor.model import Finding, Status
 from dldoctor.registry import CATEGORY_ORDER
@@ -61,6 +63,20 @@ def matches(finding: Finding, text: str, statuses: frozenset[Status] | None) -> 
     return all(word in hay for word in text.lower().split())
 
 
+class _Drawn(NamedTuple):
+    """One category as the tree draws it: what its lines say, its node, the node of
+    each finding in it and the first one not folded in its skips."""
+
+    findings: tuple
+    node: TreeNode
+    leaves: dict[str, TreeNode]
+    first: TreeNode | None
+
+
+def _as_drawn(group: list[Finding]) -> tuple:
+    return tuple((f.id, f.status, f.summary) for f in group)
+
+
 class FindingsTree(Tree):
     """Categories, worst first, each with its findings worst first; skips folded into one
     line that expands."""
@@ -73,9 +89,12 @@ class FindingsTree(Tree):
         # The node a redraw moves the cursor to, once laid out; until then the highlights
         # of the rebuilt tree (its first line) are the redraw's, not a choice.
         self.moving_to = None
+        self._drawn: dict[str, _Drawn] = {}  # each category drawn, in the tree's order
 
     def show(self, findings: list[Finding], selected: str | None) -> str | None:
-        """Draw `findings`; the id now selected."""
+        """Draw `findings`; the id now selected. A category whose findings are as drawn
+        keeps its nodes (a filter's letter, a check finishing, builds again only the
+        categories it changed: the rest of the tree is neither built nor laid out anew)."""
         by_category: dict[str, list[Finding]] = {}
         for f in findings:
             by_category.setdefault(f.category, []).append(f)
@@ -84,39 +103,60 @@ class FindingsTree(Tree):
         def worst(c: str) -> tuple[int, int]:
             return (min(f.status.rank for f in by_category[c]), order.get(c, len(order)))
 
-        self.clear()
-        target = first = None
-        for category in sorted(by_category, key=worst):
-            group = sorted(by_category[category], key=lambda f: f.status.rank)
-            shown = [f for f in group if f.status != Status.SKIP]
-            skipped = [f for f in group if f.status == Status.SKIP]
-            label = Text.assemble(
-                glyph(group[0].status), " ", (category, "bold"), f"  {len(group)} check(s)"
-            )
-            node = self.root.add(label, data=None, expand=True)
-            for f in shown:
-                leaf = node.add_leaf(_line(f), data=f.id)
-                first = first or leaf
-                if f.id == selected:
-                    target = leaf
-            if skipped:
-                fold = node.add(
-                    Text(f"{GLYPHS[Status.SKIP][0]} {len(skipped)} skipped", style="dim"),
-                    data=f"skips:{category}",
-                    expand=category in self.unfolded,
-                )
-                for f in skipped:
-                    leaf = fold.add_leaf(_line(f), data=f.id)
-                    if f.id == selected:
-                        target = leaf
+        wanted = {
+            category: sorted(by_category[category], key=lambda f: f.status.rank)
+            for category in sorted(by_category, key=worst)
+        }
+        drawn = self._drawn
+        kept = [  # a category the user folded is drawn again unfolded, as it always was
+            c
+            for c, d in drawn.items()
+            if c in wanted and d.findings == _as_drawn(wanted[c]) and d.node.is_expanded
+        ]
+        if kept != [c for c in wanted if c in kept]:  # the kept ones in another order
+            kept = []
+        for category in [c for c in drawn if c not in kept]:
+            drawn.pop(category).node.remove()
+        after = None  # the category node the next one goes below (None: the first)
+        for category, group in wanted.items():
+            if category not in kept:
+                drawn[category] = self._category(category, group, after)
+            after = drawn[category].node
+        self._drawn = {c: drawn[c] for c in wanted}
         # The selection survives a redraw; none yet, or one the filter hides: the worst
         # finding shown, at once (the detail never shows what the list does not).
         # (A node has its line once the tree is laid out again: move after the refresh.)
+        target = next(
+            (d.leaves[selected] for d in self._drawn.values() if selected in d.leaves), None
+        )
+        first = next((d.first for d in self._drawn.values() if d.first is not None), None)
         chosen = target or first
         if chosen is not None:
             self.moving_to = chosen
             self.call_after_refresh(self._move_to, chosen)
         return chosen.data if chosen is not None else None
+
+    def _category(self, category: str, group: list[Finding], after) -> _Drawn:
+        """The nodes of `category`'s findings (`group`, worst first), below `after`."""
+        shown = [f for f in group if f.status != Status.SKIP]
+        skipped = [f for f in group if f.status == Status.SKIP]
+        label = Text.assemble(
+            glyph(group[0].status), " ", (category, "bold"), f"  {len(group)} check(s)"
+        )
+        if after is None and self.root.children:
+            node = self.root.add(label, data=None, expand=True, before=0)
+        else:
+            node = self.root.add(label, data=None, expand=True, after=after)
+        leaves = {f.id: node.add_leaf(_line(f), data=f.id) for f in shown}
+        first = next(iter(leaves.values()), None)
+        if skipped:
+            fold = node.add(
+                Text(f"{GLYPHS[Status.SKIP][0]} {len(skipped)} skipped", style="dim"),
+                data=f"skips:{category}",
+                expand=category in self.unfolded,
+            )
+            leaves.update({f.id: fold.add_leaf(_line(f), data=f.id) for f in skipped})
+        return _Drawn(_as_drawn(group), node, leaves, first)
 
     def _move_to(self, node) -> None:
         if self.moving_to is node:  # not overtaken by a later redraw
