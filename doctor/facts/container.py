@@ -215,6 +215,7 @@ class EngineConfig(NamedTuple):
     cdi_enabled: bool | None = None  # containerd enable_cdi, docker features.cdi (None: unsaid)
     errors: tuple[str, ...] = ()  # files that did not parse, naming file and line
     notes: tuple[str, ...] = ()  # reads that failed
+    cri_disabled: bool = False  # containerd: `disabled_plugins` holds the CRI plugin
 
     @property
     def present(self) -> bool:
@@ -282,6 +283,8 @@ def containerd_runtimes(data: dict[str, Any], source: str) -> tuple[list[Runtime
                                  f"plugins.{plugin}.containerd.default_runtime"))  # fmt: skip
             default = "default_runtime"
     cdi = dig(cri, "enable_cdi")
+    if cdi is None:  # nvidia-ctk writes version 1's under plugins.cri.containerd
+        cdi = dig(block, "enable_cdi")
     return found, default if isinstance(default, str) else "", schema, cdi
 
 
@@ -303,7 +306,7 @@ def _imports(ctx: FactContext, main: str, data: dict, notes: list[str]) -> list[
             continue
         names = list_dir(ctx, folder, notes)
         files += [posixpath.join(folder, n) for n in names or () if fnmatch.fnmatch(n, name)]
-    return list(dict.fromkeys(files))[:MAX_DROP_INS]
+    return [f for f in dict.fromkeys(files) if f != main][:MAX_DROP_INS]
 
 
 def containerd_config_of(ctx: FactContext, main: str) -> EngineConfig:
@@ -343,6 +346,10 @@ def containerd_config_of(ctx: FactContext, main: str) -> EngineConfig:
             cdi = enable
     files = [path for path, _ in read]
     _, _, schema, _ = containerd_runtimes(merged, main)
+    disabled = merged.get("disabled_plugins")
+    cri_off = isinstance(disabled, list) and any(
+        p in ("cri", "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime") for p in disabled
+    )
     return EngineConfig(
         "containerd",
         files=tuple(files),
@@ -353,6 +360,7 @@ def containerd_config_of(ctx: FactContext, main: str) -> EngineConfig:
         cdi_enabled=cdi if isinstance(cdi, bool) else None,
         errors=tuple(errors),
         notes=tuple(notes),
+        cri_disabled=cri_off,
     )
 
 
@@ -468,6 +476,8 @@ class ToolkitConfig(NamedTuple):
     mode: str = ""  # [nvidia-container-runtime] mode: "auto", "cdi", "legacy", "csv"
     spec_dirs: tuple[str, ...] = ()  # [nvidia-container-runtime.modes.cdi] spec-dirs
     notes: tuple[str, ...] = ()
+    ldconfig_found: bool | None = None  # an "@" (host) ldconfig is there; None: not asked
+    allow_container_ldconfig: bool = False  # [features] allow-ldconfig-from-container
 
 
 def toolkit_settings(file: ConfigFile) -> ToolkitConfig:
@@ -477,12 +487,14 @@ def toolkit_settings(file: ConfigFile) -> ToolkitConfig:
     ldconfig = dig(cli, "ldconfig")
     mode = dig(data, "nvidia-container-runtime", "mode")
     dirs = dig(data, "nvidia-container-runtime", "modes", "cdi", "spec-dirs")
+    allow = dig(data, "features", "allow-ldconfig-from-container") is True
     return ToolkitConfig(
         file,
         no_cgroups if isinstance(no_cgroups, bool) else None,
         ldconfig if isinstance(ldconfig, str) else "",
         mode if isinstance(mode, str) else "",
         tuple(d for d in dirs if isinstance(d, str)) if isinstance(dirs, list) else (),
+        allow_container_ldconfig=allow,
     )
 
 
@@ -492,7 +504,12 @@ def toolkit_config(ctx: FactContext) -> ToolkitConfig:
     text = read_file(ctx, TOOLKIT_CONFIG, notes, CONFIG_MAX_BYTES)
     if text is None:
         return ToolkitConfig(None, notes=tuple(notes))
-    return toolkit_settings(parse_toml(TOOLKIT_CONFIG, text))._replace(notes=tuple(notes))
+    found = toolkit_settings(parse_toml(TOOLKIT_CONFIG, text))
+    where = None
+    if found.ldconfig.startswith("@/"):
+        # "@" marks a path on the host; ldconfig on Debian and Ubuntu is /sbin/ldconfig.real.
+        where = exists(ctx, found.ldconfig[1:], notes)
+    return found._replace(notes=tuple(notes), ldconfig_found=where)
 
 
 class Toolkit(NamedTuple):
@@ -625,7 +642,7 @@ def parse_cdi_yaml(path: str, text: str) -> CdiSpec:
         if "\t" in line[: len(line) - len(line.lstrip())]:
             return CdiSpec(path, error=f"{path}: line {number}: a tab in the indentation")
         indent = len(line) - len(line.lstrip(" "))
-        if indent == 0:
+        if indent == 0 and not (in_devices and line.startswith("-")):
             m = _KEY.match(line.rstrip())
             if not m:
                 return CdiSpec(path, error=f"{path}: line {number}: not a `key: value` line")
@@ -720,3 +737,28 @@ def host_side(ctx: FactContext) -> HostSide:
     if setup:
         signs.append("dockerd-rootless-setuptool.sh is installed")
     return HostSide(v2, tuple(signs), tuple(notes))
+
+
+class RuntimeBinary(NamedTuple):
+    name: str  # as the configuration writes it
+    where: str  # the path looked at (the first found for a bare name)
+    found: bool | None  # None: could not be told (the notes say why)
+    notes: tuple[str, ...] = ()
+
+
+@fact("container.runtime_binaries")
+def runtime_binaries(ctx: FactContext) -> dict[str, RuntimeBinary]:
+    """Whether each NVIDIA runtime binary the engines' configurations name is on the host
+    (a bare name is looked for in BIN_DIRS, as the engines' PATH would find it)."""
+    names = {
+        r.binary
+        for config in (ctx.get(docker_config), ctx.get(containerd_config), ctx.get(crio_config))
+        for r in config.nvidia_runtimes
+        if r.binary
+    }
+    out = {}
+    for name in sorted(names)[:16]:
+        notes: list[str] = []
+        where, found = find_binary(ctx, name, notes)
+        out[name] = RuntimeBinary(name, where, found, tuple(notes))
+    return out
