@@ -324,3 +324,17 @@ def test_no_spec_skips_unless_the_runtime_needs_one(tmp_path):
     b.answer("list", "/etc/cdi", status="ok", entries=["..", "x/y"])
     outcome = judge(b, c.cdi)
     assert outcome.status == Status.ERROR, outcome
+
+
+def test_the_stale_cdi_host_fails_only_its_cdi_check():
+    facts = Facts(ReplayHost(str(HOSTS / "hgx-h100x8-containerd-stale-cdi")))
+    verdicts = {fn.__name__: fn(facts, Policy()).status for fn in (
+        c.container_toolkit, c.containerd_runtime, c.toolkit_settings, c.cdi)}  # fmt: skip
+    assert verdicts == {"container_toolkit": Status.PASS, "containerd_runtime": Status.PASS,
+                        "toolkit_settings": Status.PASS, "cdi": Status.FAIL}  # fmt: skip
+    outcome = c.cdi(facts, Policy())
+    assert outcome.summary == (
+        "/etc/cdi/nvidia.yaml: device GPU-7f3c2a91-5d0e-4b7a-9c1f-3e8d6b2a4c10 is no GPU of this host"
+    )
+    healthy = Facts(ReplayHost(str(HEALTHY)))
+    assert c.any_engine(healthy).status == Status.SKIP

@@ -59,6 +59,16 @@ ENGINE_ARGVS = {
     "cri-o": ("crio", "--version"),
     "podman": ("podman", "--version"),
 }
+# What each engine's `--version` prints: "Docker version 27.3.1, build 41ca978",
+# "containerd containerd.io 1.7.27 05044ec...", "containerd github.com/containerd/containerd/v2
+# v2.0.0 207ad71", "crio version 1.31.1" (1.2x print "Version:  1.28.1" in a table),
+# "podman version 5.2.2". Anything else is not taken as the engine answering.
+ENGINE_VERSIONS = {
+    "docker": re.compile(r"^Docker version \S+", re.MULTILINE),
+    "containerd": re.compile(r"^containerd \S+ v?\d+\.\d+\S*", re.MULTILINE),
+    "cri-o": re.compile(r"^(?:crio version \S+|Version:\s+v?\d+\.\d+\S*)", re.MULTILINE),
+    "podman": re.compile(r"^podman version \S+", re.MULTILINE),
+}
 
 
 def toml_loads(text: str) -> dict[str, Any]:
@@ -567,8 +577,8 @@ class Engines(NamedTuple):
 
 @fact("container.engines")
 def engines(ctx: FactContext) -> Engines:
-    """The container engines installed: the engine's `--version` answered, or its
-    configuration is there."""
+    """The container engines installed: the engine's `--version` answered with its
+    version line, or its configuration is there and parses."""
     configs = {
         "docker": ctx.get(docker_config),
         "containerd": ctx.get(containerd_config),
@@ -581,15 +591,17 @@ def engines(ctx: FactContext) -> Engines:
         answer = ctx.host.run(list(argv))
         if answer.status == AnswerStatus.TIMEOUT:
             raise ProbeFailed(answer)
-        if answer.ok and answer.value.returncode == 0 and answer.text.strip():
-            version = answer.text.strip().splitlines()[0][:100]
+        said = ENGINE_VERSIONS[name].search(answer.text[:4096]) if answer.ok else None
+        if answer.ok and answer.value.returncode == 0 and said:
+            version = said.group(0)[:100]
             signs.append(f"`{' '.join(argv)}`: {version}")
         elif answer.status not in (AnswerStatus.MISSING, AnswerStatus.NOT_INSTALLED):
             unknown.append(answer.describe() if not answer.ok else
                            f"`{' '.join(argv)}` exited with {answer.value.returncode}")  # fmt: skip
         config = configs.get(name)
-        if config is not None and config.present:
-            signs.append(f"{(config.files or config.errors)[0].split(' ')[0]} is there")
+        # A file that does not parse is no sign: garbage read is no proof of an engine.
+        if config is not None and config.files:
+            signs.append(f"{config.files[0]} is there")
         if signs:
             found.append(Engine(name, version, tuple(signs)))
     return Engines(tuple(found), tuple(unknown))
