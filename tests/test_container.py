@@ -28,6 +28,7 @@ from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
 from tests.support.bundlebuilder import BundleBuilder
+from tests.support.hostgen import cdi_spec
 from tests.support.paths import FIXTURES, HOSTS
 
 FIX = FIXTURES / "container"
@@ -61,13 +62,9 @@ def judge(b: BundleBuilder, fn, policy=None):
     return fn(Facts(ReplayHost(str(b.root))), policy or Policy())
 
 
-def spec_for(names, kind="nvidia.com/gpu") -> str:
-    """nvidia-ctk's generated spec with its devices renamed (a `- name:` item per name)."""
-    head, rest = CDI_GENERATED.split("devices:\n", 1)
-    body = rest[rest.index("containerEdits:\n    env:") :]
-    items = "".join(f'    - name: "{n}"\n      containerEdits:\n        deviceNodes:\n'
-                    f"            - path: /dev/nvidia0\n" for n in names)  # fmt: skip
-    return head.replace("kind: example.com/device", f"kind: {kind}") + "devices:\n" + items + body
+def spec_for(names) -> str:
+    """nvidia-ctk's generated spec (as the fixture hosts have it) with these devices."""
+    return cdi_spec([(n, [0]) for n in names])
 
 
 # --- parsers --------------------------------------------------------------------------------

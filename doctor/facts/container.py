@@ -319,14 +319,23 @@ def _imports(ctx: FactContext, main: str, data: dict, notes: list[str]) -> list[
     return [f for f in dict.fromkeys(files) if f != main][:MAX_DROP_INS]
 
 
+def _load(ctx: FactContext, engine: str, path: str, parse, notes: list[str]):
+    """(the engine's main file parsed, None), or (None, the EngineConfig that says it is
+    not there, not readable or not parsed)."""
+    text = read_file(ctx, path, notes, CONFIG_MAX_BYTES)
+    if text is None:
+        return None, EngineConfig(engine, notes=tuple(notes))
+    parsed = parse(path, text)
+    if parsed.data is None:
+        return None, EngineConfig(engine, errors=(parsed.error,), notes=tuple(notes))
+    return parsed, None
+
+
 def containerd_config_of(ctx: FactContext, main: str) -> EngineConfig:
     notes: list[str] = []
-    text = read_file(ctx, main, notes, CONFIG_MAX_BYTES)
-    if text is None:
-        return EngineConfig("containerd", notes=tuple(notes))
-    parsed = parse_toml(main, text)
-    if parsed.data is None:
-        return EngineConfig("containerd", errors=(parsed.error,), notes=tuple(notes))
+    parsed, none = _load(ctx, "containerd", main, parse_toml, notes)
+    if none is not None:
+        return none
     read: list[tuple[str, dict]] = [(main, parsed.data)]
     errors: list[str] = []
     merged = parsed.data
@@ -397,12 +406,9 @@ def docker_config(ctx: FactContext) -> EngineConfig:
     """/etc/docker/daemon.json: `runtimes` ({"nvidia": {"path": ...}}), `default-runtime`,
     and `features.cdi`."""
     notes: list[str] = []
-    text = read_file(ctx, DOCKER_CONFIG, notes, CONFIG_MAX_BYTES)
-    if text is None:
-        return EngineConfig("docker", notes=tuple(notes))
-    parsed = parse_json_config(DOCKER_CONFIG, text)
-    if parsed.data is None:
-        return EngineConfig("docker", errors=(parsed.error,), notes=tuple(notes))
+    parsed, none = _load(ctx, "docker", DOCKER_CONFIG, parse_json_config, notes)
+    if none is not None:
+        return none
     runtimes = []
     table = parsed.data.get("runtimes")
     for handler, spec in table.items() if isinstance(table, dict) else ():

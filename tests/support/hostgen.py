@@ -742,20 +742,18 @@ def hgx_h100x8_gds_compat_mode(b: BundleBuilder) -> None:
 H100_UUIDS = [f"GPU-0000000{i}-aaaa-bbbb-cccc-000000000000" for i in range(8)]
 
 
-def cdi_spec(uuids: list[str]) -> str:
-    """The CDI spec `nvidia-ctk cdi generate` writes for 8 GPUs, index and UUID names, in
-    the layout of its own test's output (fixtures/container), kind nvidia.com/gpu."""
+def cdi_spec(devices: list[tuple[str, list[int]]]) -> str:
+    """The CDI spec `nvidia-ctk cdi generate` writes, in the layout of its own test's output
+    (fixtures/container), kind nvidia.com/gpu: one device per (name, the GPUs it holds)."""
     generated = (FIXTURES / "container/cdi-nvidia-ctk-generate-default.yaml").read_text()
     head, rest = generated.split("devices:\n", 1)
     common = rest[rest.index("containerEdits:\n    env:") :]
     node = "            - path: /dev/nvidia{0}\n              hostPath: /dev/nvidia{0}\n"
     items = "".join(
-        f"    - name: {name}\n      containerEdits:\n        deviceNodes:\n" + node.format(i)
-        for i, uuid in enumerate(uuids)
-        for name in (f'"{i}"', uuid)
+        f'    - name: "{name}"\n      containerEdits:\n        deviceNodes:\n'
+        + "".join(node.format(i) for i in gpus)
+        for name, gpus in devices
     )
-    items += "    - name: all\n      containerEdits:\n        deviceNodes:\n"
-    items += "".join(node.format(i) for i in range(len(uuids)))
     kind = head.replace("kind: example.com/device", "kind: nvidia.com/gpu")
     return kind + "devices:\n" + items + common
 
@@ -781,7 +779,8 @@ def hgx_h100x8_containerd_stale_cdi(b: BundleBuilder) -> None:
     b.command(["nvidia-ctk", "--version"], "NVIDIA Container Toolkit CLI version 1.17.8\n"
               "commit: f202b80a9b9d0db00d9b1d73c0128c8962c55f4d\n")  # fmt: skip
     before_swap = H100_UUIDS[:3] + ["GPU-7f3c2a91-5d0e-4b7a-9c1f-3e8d6b2a4c10"] + H100_UUIDS[4:]
-    b.file("/etc/cdi/nvidia.yaml", cdi_spec(before_swap))
+    devices = [(name, [i]) for i, uuid in enumerate(before_swap) for name in (str(i), uuid)]
+    b.file("/etc/cdi/nvidia.yaml", cdi_spec([*devices, ("all", list(range(8)))]))
 
 
 def hgx_h100x8_roce_rail_down(b: BundleBuilder) -> None:
