@@ -99,7 +99,7 @@ def container_toolkit(facts: Facts, policy: Policy) -> Outcome:
     where = [f"{tk.runtime_binary} is there" if tk.runtime_binary else
              "nvidia-container-runtime was not found"]  # fmt: skip
     if tk.config_present:
-        where.append(f"{TOOLKIT_CONFIG} is there")
+        where.append("its config.toml is there")
     if not tk.version:
         return passed("the NVIDIA Container Toolkit is installed (version not reported)",
                       where + lines)  # fmt: skip
@@ -362,7 +362,7 @@ def toolkit_settings(facts: Facts, policy: Policy) -> Outcome:
         return skipped(f"no {TOOLKIT_CONFIG}: the toolkit's built-in defaults apply")
     if cfg.file.data is None:
         return warned(cfg.file.error, list(cfg.notes),
-                      remediation="`nvidia-ctk config default --output=" + TOOLKIT_CONFIG +
+                      remediation="`nvidia-ctk config default --output=" + cfg.file.path +
                       "` writes a valid one (keep a copy of this one first).")  # fmt: skip
     cgroups = "(unset: false)" if cfg.no_cgroups is None else str(cfg.no_cgroups).lower()
     lines = [f"mode = {cfg.mode or '(unset: auto)'}", f"ldconfig = {cfg.ldconfig or '(unset)'}",
@@ -392,4 +392,4 @@ def toolkit_settings(facts: Facts, policy: Policy) -> Outcome:
     if odd:
         return warned(odd[0] if len(odd) == 1 else f"{len(odd)} toolkit settings to review",
                       odd + lines)  # fmt: skip
-    return passed(f"{TOOLKIT_CONFIG}: " + ", ".join(lines[:3]), lines[3:])
+    return passed(f"{cfg.file.path}: " + ", ".join(lines[:3]), lines[3:])

@@ -335,3 +335,26 @@ def test_the_stale_cdi_host_fails_only_its_cdi_check():
     )
     healthy = Facts(ReplayHost(str(HEALTHY)))
     assert c.any_engine(healthy).status == Status.SKIP
+
+
+def test_a_gpu_operator_node_has_its_toolkit_under_usr_local_nvidia(tmp_path):
+    # The GPU Operator's toolkit container: binaries and config.toml on the node under
+    # /usr/local/nvidia/toolkit, the runtimes pointed there (nvidia-ctk's drop-in, its
+    # RuntimeDir the operator's), no nvidia-ctk on PATH.
+    operator = "/usr/local/nvidia/toolkit"
+    main = (FIX / "containerd-v2-nvidia-ctk-main.toml").read_text()
+    drop = (FIX / "containerd-v2-nvidia-ctk-99-nvidia.toml").read_text()
+    drop = drop.replace("/usr/bin/nvidia-container-runtime", f"{operator}/nvidia-container-runtime")
+    files = {"/etc/containerd/config.toml": main, "/etc/containerd/conf.d/99-nvidia.toml": drop,
+             f"{operator}/.config/nvidia-container-runtime/config.toml": TOOLKIT_TOML,
+             "/sbin/ldconfig": "\x7fELF"}  # fmt: skip
+    files.update(
+        {f"{operator}/nvidia-container-runtime{s}": "\x7fELF" for s in ("", ".cdi", ".legacy")}
+    )
+    b = node(tmp_path, toolkit=None, binaries=False, files=files)
+    outcome = judge(b, c.container_toolkit)
+    assert outcome.status == Status.PASS, outcome
+    assert outcome.details[0] == f"{operator}/nvidia-container-runtime is there"
+    assert judge(b, c.containerd_runtime).status == Status.PASS
+    settings = judge(b, c.toolkit_settings)
+    assert settings.status == Status.PASS and settings.summary.startswith(f"{operator}/.config/")

@@ -38,6 +38,13 @@ MAX_SPECS = 64
 MAX_DROP_INS = 64
 
 TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+# The GPU Operator's toolkit container installs the toolkit on the node here, with its
+# config.toml under .config/ (and points the engines' runtimes at these binaries).
+OPERATOR_TOOLKIT = "/usr/local/nvidia/toolkit"
+TOOLKIT_CONFIGS = (
+    TOOLKIT_CONFIG,
+    f"{OPERATOR_TOOLKIT}/.config/nvidia-container-runtime/config.toml",
+)
 DOCKER_CONFIG = "/etc/docker/daemon.json"
 CONTAINERD_CONFIGS = (
     "/etc/containerd/config.toml",
@@ -49,7 +56,7 @@ CRIO_CONFIG = "/etc/crio/crio.conf"
 CRIO_DROP_INS = "/etc/crio/crio.conf.d"
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 # Where a runtime named without a path ("nvidia-container-runtime") is looked for.
-BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin", "/sbin")
+BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin", "/sbin", OPERATOR_TOOLKIT)
 NVIDIA_RUNTIME = "nvidia-container-runtime"
 
 TOOLKIT_ARGVS = (("nvidia-ctk", "--version"), ("nvidia-container-cli", "--version"))
@@ -516,11 +523,15 @@ def toolkit_settings(file: ConfigFile) -> ToolkitConfig:
 
 @fact("container.toolkit.config")
 def toolkit_config(ctx: FactContext) -> ToolkitConfig:
+    """The first of TOOLKIT_CONFIGS that is there: the package's, else the GPU Operator's."""
     notes: list[str] = []
-    text = read_file(ctx, TOOLKIT_CONFIG, notes, CONFIG_MAX_BYTES)
-    if text is None:
+    for path in TOOLKIT_CONFIGS:
+        text = read_file(ctx, path, notes, CONFIG_MAX_BYTES)
+        if text is not None:
+            break
+    else:
         return ToolkitConfig(None, notes=tuple(notes))
-    found = toolkit_settings(parse_toml(TOOLKIT_CONFIG, text))
+    found = toolkit_settings(parse_toml(path, text))
     where = None
     if found.ldconfig.startswith("@/"):
         # "@" marks a path on the host; ldconfig on Debian and Ubuntu is /sbin/ldconfig.real.
@@ -532,7 +543,7 @@ class Toolkit(NamedTuple):
     version: str = ""  # "" when no tool answered with one
     tool: str = ""  # the tool that gave it: "nvidia-ctk"
     runtime_binary: str = ""  # where nvidia-container-runtime is ("" not found)
-    config_present: bool = False  # /etc/nvidia-container-runtime/config.toml is there
+    config_present: bool = False  # a config.toml of TOOLKIT_CONFIGS is there
     said: tuple[str, ...] = ()  # what the tools answered when they did not answer a version
     notes: tuple[str, ...] = ()
 
@@ -563,8 +574,8 @@ def toolkit(ctx: FactContext) -> Toolkit:
             said.append(answer.describe() if not answer.ok else
                         f"`{' '.join(argv)}` exited with {answer.value.returncode}")  # fmt: skip
     where, found = find_binary(ctx, NVIDIA_RUNTIME, notes)
-    config = exists(ctx, TOOLKIT_CONFIG, notes)
-    return Toolkit(version, tool, where if found else "", bool(config), tuple(said), tuple(notes))
+    config = any([exists(ctx, path, notes) for path in TOOLKIT_CONFIGS])
+    return Toolkit(version, tool, where if found else "", config, tuple(said), tuple(notes))
 
 
 class Engine(NamedTuple):
