@@ -79,10 +79,11 @@ def container_toolkit(facts: Facts, policy: Policy) -> Outcome:
     --version`) against `[container] min_toolkit`; installed without a version when only
     its files are there. Skipped on a host without an NVIDIA GPU."""
     stack = facts.get(nvidia)
-    if not stack.usable or not stack.gpus:
-        why = WHY.get(stack.error, "the NVIDIA driver reports no GPUs") if stack.error else (
-            "the NVIDIA driver reports no GPUs")  # fmt: skip
-        return skipped(f"{why}: the toolkit is not needed")
+    if not stack.usable:
+        why = WHY.get(stack.error, f"no GPU facts ({stack.error_message})")
+        return skipped(f"{why}: whether containers need the toolkit is not judged")
+    if not stack.gpus:
+        return skipped("the NVIDIA driver reports no GPUs: the toolkit is not needed")
     tk = facts.get(toolkit)
     found = facts.get(engines).found
     lines = [f"{e.name}: {'; '.join(e.signs)}" for e in found]
