@@ -338,6 +338,18 @@ def _load(ctx: FactContext, engine: str, path: str, parse, notes: list[str]):
     return parsed, None
 
 
+def _read_toml(ctx: FactContext, path: str, notes: list[str], errors: list[str]) -> dict | None:
+    """A drop-in's tables; None when it is not there, not readable (noted) or not TOML
+    (its error kept in `errors`)."""
+    text = read_file(ctx, path, notes, CONFIG_MAX_BYTES)
+    if text is None:
+        return None
+    parsed = parse_toml(path, text)
+    if parsed.data is None:
+        errors.append(parsed.error)
+    return parsed.data
+
+
 def containerd_config_of(ctx: FactContext, main: str) -> EngineConfig:
     notes: list[str] = []
     parsed, none = _load(ctx, "containerd", main, parse_toml, notes)
@@ -347,19 +359,15 @@ def containerd_config_of(ctx: FactContext, main: str) -> EngineConfig:
     errors: list[str] = []
     merged = parsed.data
     for path in _imports(ctx, main, parsed.data, notes):
-        body = read_file(ctx, path, notes, CONFIG_MAX_BYTES)
-        if body is None:
-            continue
-        drop = parse_toml(path, body)
-        if drop.data is None:
-            errors.append(drop.error)
+        drop = _read_toml(ctx, path, notes, errors)
+        if drop is None:
             continue
         # An imported file without `version` follows the main file's schema.
-        data = drop.data
+        data = drop
         if "version" not in data and "version" in parsed.data:
             data = {**data, "version": parsed.data["version"]}
         read.append((path, data))
-        merged = _merge(merged, drop.data)
+        merged = _merge(merged, drop)
     # Each runtime is credited to the last file that declares it.
     runtimes: dict[str, Runtime] = {}
     default, default_source, cdi = "", "", None
@@ -448,15 +456,11 @@ def crio_config(ctx: FactContext) -> EngineConfig:
     runtimes: dict[str, Runtime] = {}
     default, default_source = "", ""
     for path in paths:
-        text = read_file(ctx, path, notes, CONFIG_MAX_BYTES)
-        if text is None:
-            continue
-        parsed = parse_toml(path, text)
-        if parsed.data is None:
-            errors.append(parsed.error)
+        data = _read_toml(ctx, path, notes, errors)
+        if data is None:
             continue
         files.append(path)
-        runtime = dig(parsed.data, "crio", "runtime")
+        runtime = dig(data, "crio", "runtime")
         table = dig(runtime, "runtimes")
         for handler, spec in table.items() if isinstance(table, dict) else ():
             binary = spec.get("runtime_path") if isinstance(spec, dict) else None
