@@ -153,6 +153,13 @@ class FirmwarePolicy:
 
 
 @dataclass(frozen=True)
+class ContainerPolicy:
+    # NVIDIA Container Toolkit 1.17.8 fixed CVE-2025-23266 and CVE-2025-23267 (container
+    # escape through the toolkit's hooks); older releases warn.
+    min_toolkit: str = "1.17.8"
+
+
+@dataclass(frozen=True)
 class NetworkPolicy:
     min_rate_gbps: float = 100.0  # the guide's floor for InfiniBand
     ib_ports: tuple[str, ...] = ()  # "mlx5_0:1", ...: ports that must be ACTIVE
@@ -227,6 +234,7 @@ class Policy:
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
     storage: StoragePolicy = field(default_factory=StoragePolicy)
     firmware: FirmwarePolicy = field(default_factory=FirmwarePolicy)
+    container: ContainerPolicy = field(default_factory=ContainerPolicy)
     perf: PerfPolicy = field(default_factory=PerfPolicy)
     timeouts: Timeouts = field(default_factory=Timeouts)
 
@@ -290,6 +298,7 @@ RULES: dict[str, Callable[[Any], str]] = {
     "python.min_version": _version,
     "libc.min_glibc": _version,
     "gpu.min_driver": _version,
+    "container.min_toolkit": _version,
     "firmware.minimums.min_version": _version,
     "firmware.minimums.match": _named,
     "gpu.expected_count": _non_negative,

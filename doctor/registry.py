@@ -37,6 +37,7 @@ CATEGORY_ORDER = (
     "cpu",
     "memory",
     "limits",
+    "container",
     "storage",
     "network",
     "thermal",

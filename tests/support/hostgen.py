@@ -738,6 +738,51 @@ def hgx_h100x8_gds_compat_mode(b: BundleBuilder) -> None:
     b.command(list(GDSCHECK_ARGV), status="not_installed", returncode=-1)
 
 
+# The 8 UUIDs the generated H100 hosts' GPUs report (fake_pynvml).
+H100_UUIDS = [f"GPU-0000000{i}-aaaa-bbbb-cccc-000000000000" for i in range(8)]
+
+
+def cdi_spec(devices: list[tuple[str, list[int]]]) -> str:
+    """The CDI spec `nvidia-ctk cdi generate` writes, in the layout of its own test's output
+    (fixtures/container), kind nvidia.com/gpu: one device per (name, the GPUs it holds)."""
+    generated = (FIXTURES / "container/cdi-nvidia-ctk-generate-default.yaml").read_text()
+    head, rest = generated.split("devices:\n", 1)
+    common = rest[rest.index("containerEdits:\n    env:") :]
+    node = "            - path: /dev/nvidia{0}\n              hostPath: /dev/nvidia{0}\n"
+    items = "".join(
+        f'    - name: "{name}"\n      containerEdits:\n        deviceNodes:\n'
+        + "".join(node.format(i) for i in gpus)
+        for name, gpus in devices
+    )
+    kind = head.replace("kind: example.com/device", "kind: nvidia.com/gpu")
+    return kind + "devices:\n" + items + common
+
+
+def hgx_h100x8_containerd_stale_cdi(b: BundleBuilder) -> None:
+    """A Kubernetes node on containerd 2 (config schema 3, the nvidia runtimes in
+    nvidia-ctk's drop-in) whose /etc/cdi/nvidia.yaml was generated before GPU 3 was
+    swapped: the old board's UUID names no GPU of the host, and pods given GPU 3 by UUID
+    get no device."""
+    gpu_server(b, "hgx-h100-24")
+    fixtures = FIXTURES / "container"
+    b.file("/etc/containerd/config.toml",
+           (fixtures / "containerd-v3-nvidia-ctk-main.toml").read_text())  # fmt: skip
+    b.file("/etc/containerd/conf.d/99-nvidia.toml",
+           (fixtures / "containerd-v3-nvidia-ctk-99-nvidia.toml").read_text())  # fmt: skip
+    b.file("/etc/nvidia-container-runtime/config.toml",
+           (fixtures / "nvidia-container-runtime-config-default.toml").read_text())  # fmt: skip
+    for suffix in ("", ".cdi", ".legacy"):
+        b.file(f"/usr/bin/nvidia-container-runtime{suffix}", b"\x7fELF")
+    b.file("/sbin/ldconfig", b"\x7fELF")
+    b.command(["containerd", "--version"], "containerd github.com/containerd/containerd/v2 "
+              "v2.0.2 c507a0257ea6462fbd6f5ba4f5c74facb04021f4\n")  # fmt: skip
+    b.command(["nvidia-ctk", "--version"], "NVIDIA Container Toolkit CLI version 1.17.8\n"
+              "commit: f202b80a9b9d0db00d9b1d73c0128c8962c55f4d\n")  # fmt: skip
+    before_swap = H100_UUIDS[:3] + ["GPU-7f3c2a91-5d0e-4b7a-9c1f-3e8d6b2a4c10"] + H100_UUIDS[4:]
+    devices = [(name, [i]) for i, uuid in enumerate(before_swap) for name in (str(i), uuid)]
+    b.file("/etc/cdi/nvidia.yaml", cdi_spec([*devices, ("all", list(range(8)))]))
+
+
 def hgx_h100x8_roce_rail_down(b: BundleBuilder) -> None:
     """A RoCE fabric (MTU 9000, RoCE v2 GIDs) whose second rail, the NIC beside GPU 4, is
     DOWN (Disabled): GIDs and MTU are fine, the port is not."""
@@ -1057,6 +1102,7 @@ SCENARIOS = {
     "hgx-h100x8-roce-rail-down": hgx_h100x8_roce_rail_down,
     "hgx-h100x8-mixed-firmware": hgx_h100x8_mixed_firmware,
     "hgx-h100x8-gds-compat-mode": hgx_h100x8_gds_compat_mode,
+    "hgx-h100x8-containerd-stale-cdi": hgx_h100x8_containerd_stale_cdi,
     "hgx-h100x8-no-peermem": hgx_h100x8_no_peermem,
     "hgx-h100x8-hw-slowdown": hgx_h100x8_hw_slowdown,
     "hgx-h100x8-raid-degraded": hgx_h100x8_raid_degraded,
