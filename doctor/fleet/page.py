@@ -73,6 +73,14 @@ table.rows td, table.rows th { border-bottom: 1px solid #ddd; padding: .2em .6em
   text-align: left; vertical-align: top; }
 section.set { border-left: 4px solid #ccc; padding: 0 .8em; margin: .8em 0; }
 section.set h3 { font: 600 13px monospace; margin: .4em 0; }
+@media (max-width: 40em) {
+  /* A phone: each row of a table of text a block, its cells one under another, named. */
+  table.rows tr:first-child { display: none; }
+  table.rows, table.rows tr, table.rows td { display: block; }
+  table.rows tr { border-bottom: 1px solid #ddd; padding: .3em 0; }
+  table.rows td { border: 0; padding: 0; }
+  table.rows td::before { content: attr(data-label) ": "; color: #666; font: 12px system-ui; }
+}
 li:target, section:target { background: #fff3c4; outline: 2px solid #f9a825; }
 .legend span { display: inline-block; padding: 0 .4em; margin-right: .4em;
   font: 600 12px/1.6 monospace; }
@@ -108,26 +116,33 @@ def _list(lines) -> str:
 
 
 def _not_reported(doc: dict) -> list[str]:
-    e = html.escape
     found = [(k, f) for k, f in doc["problems"].items() if f["count"]]
     if not found:
         return []
-    out = ["<section id=unreported><h2>Not reported</h2><table class=rows>"]
-    out.append("<tr><th>nodes</th><th>problem</th><th>detail</th></tr>")
+    rows = []
     for kind, f in found:
         details = list(f["details"].items())
-        for node, detail in details[:MAX_DETAILS]:
-            out.append(
-                f"<tr><td class=id>{e(node)}</td><td>{e(KINDS[kind])}</td>"
-                f"<td>{e(detail)}</td></tr>"
-            )
+        rows += [(node, KINDS[kind], detail) for node, detail in details[:MAX_DETAILS]]
         if len(details) > MAX_DETAILS:
-            out.append(
-                f"<tr><td class=id>{e(f['nodes'])}</td><td>{e(KINDS[kind])}</td>"
-                f"<td>{len(details)} node(s) in all (--json lists each)</td></tr>"
+            rows.append(
+                (f["nodes"], KINDS[kind], f"{len(details)} node(s) in all (--json lists each)")
             )
-    out.append("</table></section>")
-    return out
+    table = _table(("nodes", "problem", "detail"), rows, mono=(0,))
+    return [f"<section id=unreported><h2>Not reported</h2>{table}</section>"]
+
+
+def _table(heads: tuple[str, ...], rows, mono: tuple[int, ...] = ()) -> str:
+    """A table of text that wraps on a desktop and stacks on a phone, each cell named by
+    its column there (the style's table.rows)."""
+    e = html.escape
+    out = ["<table class=rows><tr>" + "".join(f"<th>{e(h)}</th>" for h in heads) + "</tr>"]
+    for row in rows:
+        cells = (
+            f'<td data-label="{e(h)}"{" class=id" if i in mono else ""}>{e(str(v))}</td>'
+            for i, (h, v) in enumerate(zip(heads, row, strict=True))
+        )
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    return "".join(out) + "</table>"
 
 
 def _columns(doc: dict, sets: dict) -> list[tuple[str, str]]:
@@ -220,17 +235,8 @@ def _odd_section(doc: dict) -> list[str]:
     if not odd:
         out.append("<p>None: every node that knows a key fact has its majority value.</p>")
     else:
-        # These tables wrap (a PCI address list, a firmware string) rather than scroll.
-        out.append(
-            "<table class=rows><tr><th>key fact</th><th>value</th>"
-            "<th>nodes</th><th>majority</th></tr>"
-        )
-        for what, value, nodes, majority in _odd_groups(odd):
-            out.append(
-                f"<tr><td class=id>{e(what)}</td><td>{e(value)}</td>"
-                f"<td class=id>{e(nodes)}</td><td>{e(majority)}</td></tr>"
-            )
-        out.append("</table>")
+        heads = ("key fact", "value", "nodes", "majority")
+        out.append(_table(heads, _odd_groups(odd), mono=(0, 2)))
     for nodes, facts in _unknown(doc).items():
         out.append(f"<p>Not known on <span class=id>{e(nodes)}</span>: {e(', '.join(facts))}.</p>")
     out.append("</section>")
@@ -250,20 +256,15 @@ def _straggler_section(doc: dict) -> list[str]:
     if not slow:
         out.append(f"<p>None {e(below)}.</p>")
     else:
-        out.append(
-            f"<p>Parts {e(below)}, the worst first.</p>"
-            "<table class=rows><tr><th>node</th><th>part</th><th>figure</th>"
-            "<th>measured</th><th>of the fleet's median</th><th>check</th></tr>"
-        )
-        for s in slow[:MAX_STRAGGLERS]:
-            kind = f" ({s['kind']})" if s["kind"] else ""
-            out.append(
-                f"<tr><td class=id>{e(s['node'])}</td><td>{e(s['subject'])}</td>"
-                f"<td class=id>{e(s['what'])}</td><td>{e(amount(s['value'], s['unit']))}</td>"
-                f"<td>{e(percent(s['fraction']))} of {e(amount(s['median'], s['unit']))}"
-                f"{e(kind)}</td><td class=id>{e(s['check'])}</td></tr>"
-            )
-        out.append("</table>")
+        out.append(f"<p>Parts {e(below)}, the worst first.</p>")
+        heads = ("node", "part", "figure", "measured", "of the fleet's median", "check")
+        rows = [
+            (s["node"], s["subject"], s["what"], amount(s["value"], s["unit"]),
+             f"{percent(s['fraction'])} of {amount(s['median'], s['unit'])}"
+             + (f" ({s['kind']})" if s["kind"] else ""), s["check"])
+            for s in slow[:MAX_STRAGGLERS]
+        ]  # fmt: skip
+        out.append(_table(heads, rows, mono=(0, 2, 5)))
         if len(slow) > MAX_STRAGGLERS:
             out.append(f"<p>... and {len(slow) - MAX_STRAGGLERS} more (--json lists them all)</p>")
     out.append("<details><summary>Figures measured</summary>")
