@@ -225,3 +225,28 @@ def test_stragglers_are_a_column_and_a_table(base, tmp_path):
     table = dom.ids["stragglers"].all("table")[0]
     first = [td.text() for td in table.all("tr")[1].all("td")]
     assert first[:3] == ["node004", "GPU 3", "hbm_copy"]
+
+
+def test_a_check_missing_from_a_report_is_not_run_there_never_a_verdict(base, tmp_path):
+    def without_aer(report):  # an older dldoctor, or a run with --only
+        report["findings"] = [f for f in report["findings"] if f["id"] != "pci.aer"]
+
+    _written(tmp_path, base, ["node001", "node002", "node003"], {"node003": [without_aer]})
+    proc, dom = page_of(tmp_path)
+    assert proc.returncode == 0
+    heat = Heatmap(dom)
+    # Not run ranks below a pass: the set that ran every check heads the table.
+    assert [(label, n) for label, n, _ in heat.rows] == [("node[001-002]", 2), ("node003", 1)]
+    cell = heat.cell("node003", "pci.aer")
+    assert cell.attrs["class"] == "nr" and cell.text() == "–"
+    assert target(dom, cell).parent.text().startswith("not run: pci.aer")
+    assert heat.cell("node[001-002]", "pci.aer").text() == "P"
+
+
+def test_since_lists_the_changed_nodes(base, tmp_path):
+    _written(tmp_path / "old", base, NAMES[:4], {})
+    _written(tmp_path / "new", base, NAMES[:4], {"node003": [fleetgen.missing_gpu(7)]})
+    proc, dom = page_of(tmp_path / "new", "--since", tmp_path / "old")
+    assert proc.returncode == 1
+    changed = dom.ids["since"].text()
+    assert "node003: gpu.count pass -> fail" in changed, changed

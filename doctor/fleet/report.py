@@ -388,24 +388,36 @@ def _node_sets(tally: Tally, odd_of: dict[str, list[int]], slow: list[dict]) -> 
             uniform[alike[0]].append(cid)
         else:
             columns.append(cid)
-    position = {name: i for i, name in enumerate(tally.reported)}
-    vectors = [[NOT_RUN] * len(columns) for _ in tally.reported]
+    # Each column's commonest status is every node's but those that differ: the work is
+    # the nodes' and the differences', not nodes × columns (10,000 nodes of 50 checks).
+    common: list[str] = []
+    differ: dict[str, list[tuple[int, str]]] = {}  # node -> (column, its status)
     said: list[dict[str, str]] = []  # per column: node -> its result's summary
     for c, cid in enumerate(columns):
         check = tally.checks[cid]
-        for status, nodes in check.nodes.items():
-            for node in nodes:
-                vectors[position[node]][c] = status
+        by_status = dict(check.nodes)
+        ran = sum(map(len, by_status.values()))
+        if ran < everyone:
+            have = {n for nodes in by_status.values() for n in nodes}
+            by_status[NOT_RUN] = [n for n in tally.reported if n not in have]
+        common.append(max(by_status, key=lambda st: len(by_status[st])))
+        for status, nodes in by_status.items():
+            if status != common[c]:
+                for node in nodes:
+                    differ.setdefault(node, []).append((c, status))
         said.append({n: text for (_, text), nodes in check.results.items() for n in nodes})
     slow_of: dict[str, list[int]] = {}
     for i, s in enumerate(slow):
         slow_of.setdefault(s["node"], []).append(i)
     sets: dict[tuple, list[str]] = {}
-    for name, vector in zip(tally.reported, vectors, strict=True):
-        key = (tuple(vector), name in odd_of, name in slow_of)
+    for name in tally.reported:
+        key = (tuple(differ.get(name, ())), name in odd_of, name in slow_of)
         sets.setdefault(key, []).append(name)
     rows = []
-    for (vector, odd, straggling), nodes in sets.items():
+    for (differs, odd, straggling), nodes in sets.items():
+        vector = list(common)
+        for c, status in differs:
+            vector[c] = status
         worst = min((*vector, *("warn",) * (odd or straggling)), key=_CELL_RANK.__getitem__,
                     default="pass")  # fmt: skip
         results = {}
@@ -415,7 +427,7 @@ def _node_sets(tally: Tally, odd_of: dict[str, list[int]], slow: list[dict]) -> 
                 for n in nodes:
                     texts.setdefault(said[c][n], []).append(n)
                 results[columns[c]] = [{"summary": t, **_group(ns)} for t, ns in texts.items()]
-        rows.append({**_group(nodes), "status": worst, "verdicts": list(vector),
+        rows.append({**_group(nodes), "status": worst, "verdicts": vector,
                      "results": results,
                      "odd": _union(odd_of.get(n, ()) for n in nodes) if odd else [],
                      "stragglers": _union(slow_of.get(n, ()) for n in nodes)})  # fmt: skip
