@@ -71,6 +71,9 @@ td.n { font-weight: 400; color: #555; padding: 0 .4em; text-align: right; }
 table.rows { border-collapse: collapse; }
 table.rows td, table.rows th { border-bottom: 1px solid #ddd; padding: .2em .6em .2em 0;
   text-align: left; vertical-align: top; }
+/* A version stays whole; a node set (no place to break) wraps anywhere, at 12ch or more. */
+table.rows { overflow-wrap: break-word; }
+table.rows td.id { overflow-wrap: anywhere; min-width: 12ch; }
 section.set { border-left: 4px solid #ccc; padding: 0 .8em; margin: .8em 0; }
 section.set h3 { font: 600 13px monospace; margin: .4em 0; }
 @media (max-width: 40em) {
