@@ -25,6 +25,11 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print the fleet document as JSON")
     g.add_argument("--md", action="store_true", help="print it as Markdown")
+    g.add_argument(
+        "--html",
+        action="store_true",
+        help="print it as one self-contained page: a heatmap of node sets by checks",
+    )
     p.add_argument(
         "--since",
         metavar="OLD_DIR",
@@ -201,6 +206,10 @@ def _report(inputs: list[str], args) -> int:
         text = json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
     elif args.md:
         text = render.render_markdown(doc)
+    elif args.html:
+        from dldoctor.fleet.page import render_html
+
+        text = render_html(doc)
     else:
         text = render.render_text(doc)
     write_output(lambda: sys.stdout.write(text))

@@ -267,6 +267,7 @@ def _side(path: str, report: NodeReport, facts):
 def _document(tally: Tally, strict: bool, straggler: float) -> dict[str, Any]:
     checks = [_check_row(cid, c, tally.reported) for cid, c in tally.checks.items()]
     facts, odd, odd_nodes = [], [], {}
+    odd_of: dict[str, list[int]] = {}  # node -> its entries in odd
     for name, fact in tally.facts.items():
         rows = _fact_rows(name, fact, tally.labels)
         facts.append(
@@ -279,7 +280,7 @@ def _document(tally: Tally, strict: bool, straggler: float) -> dict[str, Any]:
         )
         for row, differing in rows:
             majority = row["majority"]["value"] if row["majority"] else None
-            for other in row["others"]:
+            for other, nodes in zip(row["others"], differing, strict=True):
                 odd.append(
                     {
                         "fact": name,
@@ -289,7 +290,9 @@ def _document(tally: Tally, strict: bool, straggler: float) -> dict[str, Any]:
                         **other,
                     }
                 )
-            odd_nodes.update(dict.fromkeys(differing))
+                odd_nodes.update(dict.fromkeys(nodes))
+                for node in nodes:
+                    odd_of.setdefault(node, []).append(len(odd) - 1)
     perf = _perf(tally, straggler)
     straggling = list(dict.fromkeys(s["node"] for s in perf["stragglers"]))
     by_status = {s: _union(c.nodes.get(s, ()) for c in tally.checks.values()) for s in VERDICTS}
@@ -329,6 +332,7 @@ def _document(tally: Tally, strict: bool, straggler: float) -> dict[str, Any]:
         "odd_ones_out": odd,
         "facts": facts,
         "perf": perf,
+        "node_sets": _node_sets(tally, odd_of, perf["stragglers"]),
     }
 
 
@@ -363,6 +367,74 @@ def _perf(tally: Tally, straggler: float) -> dict[str, Any]:
     return {"straggler": straggler, "figures": rows, "stragglers": slow}
 
 
+NOT_RUN = "not_run"  # a node that reported, but not this check (an older dldoctor, --only)
+# A row's worst cell: a check not run says nothing of the node, below a pass.
+_CELL_RANK = {"fail": 0, "error": 1, "warn": 2, "pass": 3, NOT_RUN: 4, "skip": 5}
+
+
+def _node_sets(tally: Tally, odd_of: dict[str, list[int]], slow: list[dict]) -> dict[str, Any]:
+    """The reported nodes folded by their verdict vectors: nodes whose every check has the
+    same status, and that alike are (or are not) off the majority in a key fact and have
+    (or have not) stragglers, are one row, labelled by their node set, the worst rows
+    first, then the larger ones. Only the checks whose status is not the same pass or skip
+    on every node are the vectors' columns; the others are named under `uniform`. A key
+    fact or a straggler warns, as it does the fleet's status."""
+    uniform: dict[str, list[str]] = {"pass": [], "skip": []}
+    columns = []
+    everyone = len(tally.reported)
+    for cid, check in tally.checks.items():
+        alike = [s for s in ("pass", "skip") if len(check.nodes.get(s, ())) == everyone]
+        if alike:
+            uniform[alike[0]].append(cid)
+        else:
+            columns.append(cid)
+    # Each column's commonest status is every node's but those that differ: the work is
+    # the nodes' and the differences', not nodes × columns (10,000 nodes of 50 checks).
+    common: list[str] = []
+    differ: dict[str, list[tuple[int, str]]] = {}  # node -> (column, its status)
+    said: list[dict[str, str]] = []  # per column: node -> its result's summary
+    for c, cid in enumerate(columns):
+        check = tally.checks[cid]
+        by_status = dict(check.nodes)
+        ran = sum(map(len, by_status.values()))
+        if ran < everyone:
+            have = {n for nodes in by_status.values() for n in nodes}
+            by_status[NOT_RUN] = [n for n in tally.reported if n not in have]
+        common.append(max(by_status, key=lambda st: len(by_status[st])))
+        for status, nodes in by_status.items():
+            if status != common[c]:
+                for node in nodes:
+                    differ.setdefault(node, []).append((c, status))
+        said.append({n: text for (_, text), nodes in check.results.items() for n in nodes})
+    slow_of: dict[str, list[int]] = {}
+    for i, s in enumerate(slow):
+        slow_of.setdefault(s["node"], []).append(i)
+    sets: dict[tuple, list[str]] = {}
+    for name in tally.reported:
+        key = (tuple(differ.get(name, ())), name in odd_of, name in slow_of)
+        sets.setdefault(key, []).append(name)
+    rows = []
+    for (differs, odd, straggling), nodes in sets.items():
+        vector = list(common)
+        for c, status in differs:
+            vector[c] = status
+        worst = min((*vector, *("warn",) * (odd or straggling)), key=_CELL_RANK.__getitem__,
+                    default="pass")  # fmt: skip
+        results = {}
+        for c, status in enumerate(vector):
+            if status in VERDICTS and status != "pass":
+                texts: dict[str, list[str]] = {}
+                for n in nodes:
+                    texts.setdefault(said[c][n], []).append(n)
+                results[columns[c]] = [{"summary": t, **_group(ns)} for t, ns in texts.items()]
+        rows.append({**_group(nodes), "status": worst, "verdicts": vector,
+                     "results": results,
+                     "odd": _union(odd_of.get(n, ()) for n in nodes) if odd else [],
+                     "stragglers": _union(slow_of.get(n, ()) for n in nodes)})  # fmt: skip
+    rows.sort(key=lambda r: (_CELL_RANK[r["status"]], -r["count"], _natural(r["nodes"])))
+    return {"checks": columns, "uniform": uniform, "rows": rows}
+
+
 def _distance(fraction: float, unit: str) -> float:
     """How far from the median, as a sort key (the worst first): a latency at twice the
     median is as far as a bandwidth at half of it."""
@@ -393,9 +465,11 @@ def _check_row(cid: str, check: _Check, reported: list[str]) -> dict[str, Any]:
     }
 
 
-def _fact_rows(name: str, fact: _Fact, labels: dict[str, str]) -> list[tuple[dict, list[str]]]:
-    """(row, the nodes off its majority) for each item of the fact, or the one row of a
-    node-wide fact."""
+def _fact_rows(
+    name: str, fact: _Fact, labels: dict[str, str]
+) -> list[tuple[dict, list[list[str]]]]:
+    """(row, the nodes of each of its others: those off its majority) for each item of the
+    fact, or the one row of a node-wide fact."""
     if not (fact.known or fact.items):
         return [_row(None, name, dict(fact.values))] if fact.values else []
     rows = []
@@ -409,7 +483,7 @@ def _fact_rows(name: str, fact: _Fact, labels: dict[str, str]) -> list[tuple[dic
     return rows
 
 
-def _row(item: str | None, label: str, values: dict) -> tuple[dict, list[str]]:
+def _row(item: str | None, label: str, values: dict) -> tuple[dict, list[list[str]]]:
     unknown = values.pop(None, [])
     ranked = sorted(values.items(), key=lambda kv: (-len(kv[1]), _natural(kv[0])))
     leads = len(ranked) == 1 or (len(ranked) > 1 and len(ranked[0][1]) > len(ranked[1][1]))
@@ -422,7 +496,7 @@ def _row(item: str | None, label: str, values: dict) -> tuple[dict, list[str]]:
         "others": [{"value": v, **_group(nodes)} for v, nodes in others],
         "unknown": _group(unknown) if unknown else None,
     }
-    return row, [n for _, nodes in others for n in nodes]
+    return row, [nodes for _, nodes in others]
 
 
 def _natural(text: str) -> tuple:
