@@ -180,6 +180,7 @@ def _diagnosis(
 
     listeners = _measuring_progress(request, cleanup)
     topology = not snapshot and args.topology
+    picture = snapshot or topology
     if topology and (args.json or args.format not in (None, "text")) and not args.output:
         raise UsageError(
             "--topology prints a text tree on standard output: --json and "
@@ -192,12 +193,12 @@ def _diagnosis(
         deadline_at=deadline_at,
         wrap=recording if snapshot else None,
         listeners=listeners,
-        facts_out=kept if topology else None,
+        facts_out=kept if picture else None,
     )
     if snapshot:
         from dldoctor.cli.snapshot import write_snapshot
 
-        return write_snapshot(args, host, report, extras, deadline_at)
+        return write_snapshot(args, host, report, extras, deadline_at, kept[0])
     code = write_outputs(args, report, stdout=not topology)
     if topology:
         from dldoctor.topology import render_tree, topology_of

@@ -97,7 +97,9 @@ summary {{ cursor: pointer; }} .id {{ font-family: monospace; color: #555; }}
 """
 
 
-def render_html(report: Report) -> str:
+def render_html(report: Report, *, picture: str | None = None) -> str:
+    """report.html; `picture`: trusted SVG markup (dldoctor.topology.render_svg, which
+    escapes every host text itself), placed as it is in a Topology section."""
     e = html.escape
     out = [_HEAD.format(title=e(f"dldoctor: {report.host.get('hostname') or 'host'}"))]
     out.append("<h1>dldoctor report</h1><table class=host>")
@@ -128,5 +130,9 @@ def render_html(report: Report) -> str:
                 items = "<br>".join(e(str(x)) for x in f.evidence)
                 out.append(f"<p class=evidence>{items}</p>")
             out.append("</details>")
+    if picture:
+        out.append('<h2 id="topology">Topology</h2><div class=topology>')
+        out.append(picture)
+        out.append("</div>")
     out.append("</body></html>\n")
     return "\n".join(out)
