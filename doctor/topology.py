@@ -126,6 +126,7 @@ def topology(ctx: FactContext) -> Topology:
     from dldoctor.facts.cpu import cpu_info
     from dldoctor.facts.net import nic_firmware
     from dldoctor.facts.numa import numa_topology
+    from dldoctor.facts.nvidia import nvidia
     from dldoctor.facts.nvlink import nvlinks
     from dldoctor.facts.pcie import pcie_links
     from dldoctor.facts.rdma import rdma_devices
@@ -134,7 +135,12 @@ def topology(ctx: FactContext) -> Topology:
     links = _try(ctx, pcie_links, missing, "PCIe links")
     numa = _try(ctx, numa_topology, missing, "NUMA nodes")
     cpu = _try(ctx, cpu_info, missing, "CPU sockets")
-    nv = _try(ctx, nvlinks, missing, "GPUs and NVLink")
+    stack = _try(ctx, nvidia, missing, "GPUs")
+    # The link states have a source of their own (`nvidia-smi nvlink -s`), which a
+    # capture may lack while it holds the GPUs.
+    nv = _try(ctx, nvlinks, missing, "NVLink") if stack is not None else None
+    if nv is None and stack is not None and stack.usable:
+        nv = stack
     rdma = _try(ctx, rdma_devices, missing, "RDMA devices")
     nics = _try(ctx, nic_firmware, missing, "network interfaces")
     return build(links, numa, cpu, nv, rdma, nics, missing)
@@ -154,6 +160,8 @@ def build(links, numa, cpu, nv, rdma, nics, missing: Sequence[str] = ()) -> Topo
     for n in nics.nics if nics is not None else ():
         if n.bus_info:
             net_at.setdefault(n.bus_info.lower(), []).append(n.interface)
+    if cpu is not None and not cpu.sockets:
+        missing.append(f"CPU sockets: {cpu.notes[0] if cpu.notes else 'none in /proc/cpuinfo'}")
     if links is not None and not links.readable:
         missing.append("PCIe links: the PCI bus could not be read")
         links = None
@@ -226,7 +234,7 @@ def build(links, numa, cpu, nv, rdma, nics, missing: Sequence[str] = ()) -> Topo
         nodes=tuple(nodes),
         nvlink=nvlink,
         nvswitches=nvswitches,
-        source=links.source if links is not None else "",
+        source=("sysfs" if links.source == "sysfs" else "lspci") if links is not None else "",
         missing=tuple(missing),
         notes=tuple(notes),
     )
@@ -257,6 +265,8 @@ def _endpoint(x, gpu_at, hca_at, net_at) -> Part:
         detail = ", ".join(netdevs)
     if kind == "device":
         detail = f"class {x.class_code}"
+    if not detail and x.driver:
+        detail = f"driver {x.driver}"
     return Part(kind, name, x.address, detail, _link(x), tuple(keys))
 
 
