@@ -228,3 +228,24 @@ def test_a_garbage_bundle_gives_a_tree_and_no_traceback(tmp_path):
     proc = run_dldoctor("--check", "--topology", "--from", str(bundle))
     assert "Traceback" not in proc.stderr and proc.returncode in (0, 1, 3), proc.stderr
     assert proc.stdout.startswith("Topology: ")
+
+
+def test_t_on_the_results_screen_opens_the_topology_and_escape_closes_it():
+    from textual.widgets import Static
+
+    from tests.support.tui import bundle_session, drive, on_screen, until
+
+    session = bundle_session("hgx-h100x8-gpu3-x8")
+
+    async def steps(pilot):
+        await pilot.press("t")
+        await until(pilot, on_screen(pilot, "TopologyScreen"))
+        tree = pilot.app.screen.query_one("#topology-tree", Static)
+        await until(pilot, lambda: "NUMA node 1" in str(tree.content))
+        shown = str(tree.content)
+        assert "GPU 3  0000:48:00.0  x8/x16 · 2.5/32 GT/s  ✗ pci.link.width" in shown
+        assert all(len(line) <= 118 for line in shown.splitlines())  # the screen's width
+        await pilot.press("escape")
+        await until(pilot, on_screen(pilot, "ResultsScreen"))
+
+    drive(session, steps)
