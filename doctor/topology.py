@@ -381,6 +381,9 @@ def render_tree(topo: Topology, findings: Iterable[Finding] = (), *, width: int 
 ROW = 24  # px a part
 INDENT = 28  # px a level
 SVG_WIDTH = 1280
+# The columns right of the tree (monospace 12 px: about 7.2 px a character): the link's
+# trained/capable figures (21 characters), the part's detail (30) and its findings (56).
+LINK_X, DETAIL_X, CHECKS_X = 480, 650, 872
 COLOURS = {"fail": "#c62828", "error": "#8e24aa", "warn": "#ef6c00", "ok": "#546e7a"}
 FILLS = {
     "node": "#eceff1", "root": "#ffffff", "switch": "#e3f2fd", "gpu": "#e8f5e9",
@@ -396,6 +399,11 @@ def _attr(text: str) -> str:
 def _text(x: float, y: float, text: str, **kw) -> str:
     extra = "".join(f' {k.replace("_", "-")}={_attr(str(v))}' for k, v in kw.items())
     return f'<text x="{x:g}" y="{y:g}"{extra}>{escape(_clean(text))}</text>'
+
+
+def _column(text: str, chars: int) -> str:
+    text = _clean(text)
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def render_svg(topo: Topology, findings: Iterable[Finding] = ()) -> str:
@@ -428,26 +436,26 @@ def render_svg(topo: Topology, findings: Iterable[Finding] = ()) -> str:
                 f'fill="none" stroke="{colour}" stroke-width="{wide}"/>'
             )
             if part.link is not None:
-                rows.append(_text(SVG_WIDTH - 460, top + 13, part.link.text(), fill=colour,
+                rows.append(_text(LINK_X, top + 13, part.link.text(), fill=colour,
                                   class_="linktext"))  # fmt: skip
         label = f"{part.name}  {part.address}".strip()
-        w = min(SVG_WIDTH - 480 - x, 10 + 7 * len(_clean(label)))
+        w = min(LINK_X - 12 - x, 10 + 7.3 * len(_clean(label)))
+        checks = "  ".join(f"{MARKS[s]} {i}" for i, s in found)
+        # The whole of what a cut column holds, as the box's tooltip.
+        title = f"<title>{escape(_clean(checks))}</title>" if found else ""
         rows.append(
             f'<g class="part" data-kind={kind} data-addr={addr} data-status="{status}" '
-            f"data-checks={_attr(' '.join(i for i, _ in found))}>"
+            f"data-checks={_attr(' '.join(i for i, _ in found))}>{title}"
             f'<rect x="{x:g}" y="{top:g}" width="{w:g}" height="18" rx="3" '
             f'fill="{FILLS.get(part.kind, "#fafafa")}" stroke="{COLOURS[status]}" '
             f'stroke-width="{2 if status != "ok" else 1}"/>'
             + _text(x + 5, top + 13, label)
             + "</g>"
         )
-        side = part.detail
+        if part.detail:
+            rows.append(_text(DETAIL_X, top + 13, _column(part.detail, 30), fill="#37474f"))
         if found:
-            side = f"{side}  " if side else ""
-            side += "  ".join(f"{MARKS[s]} {i}" for i, s in found)
-        if side:
-            rows.append(_text(SVG_WIDTH - 330, top + 13, side[:60],
-                              fill=COLOURS[status] if found else "#37474f"))  # fmt: skip
+            rows.append(_text(CHECKS_X, top + 13, _column(checks, 56), fill=COLOURS[status]))
         y += ROW
         for child in part.children:
             place(child, depth + 1, (x + 8, top + 18))
@@ -515,7 +523,7 @@ def render_svg(topo: Topology, findings: Iterable[Finding] = ()) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" class="topology" width="{SVG_WIDTH}" '
         f'height="{height}" viewBox="0 0 {SVG_WIDTH} {height}" '
         'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="12" '
-        'role="img" aria-label="host topology">'
+        'style="max-width:100%;height:auto" role="img" aria-label="host topology">'
     )
     out.append(_text(16, 20, f"Topology: {sockets}; link x trained/capable, GT/s trained/capable",
                      font_weight="bold"))  # fmt: skip
