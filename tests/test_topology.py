@@ -260,3 +260,10 @@ def test_an_rdma_port_stuck_in_init_marks_its_hca():
     hcas = [line for line in proc.stdout.splitlines() if "HCA mlx5_" in line]
     assert len(hcas) == 2
     assert [("✗ network.ib.state" in line) for line in hcas] == [False, True]
+
+
+def test_gpus_with_nvlinks_down_are_marked_in_the_nvlink_band():
+    _, _, root, tree = picture("hgx-h100x8-nvlink-down")
+    band = {int(g.get("data-gpu")): g for g in root.iter(f"{SVG}g") if g.get("class") == "nvlink"}
+    assert {i for i, g in band.items() if g.get("data-status") == "fail"} == {2, 6}
+    assert "GPU 2  0000:38:00.0  16/18 links up  ✗ gpu.nvlink" in tree
