@@ -200,7 +200,7 @@ def nouveau(facts: Facts, policy: Policy) -> Outcome:
     held = [d.address for d in bus.devices if d.driver == "nouveau"]
     if held:
         why = f"Nouveau drives {', '.join(held)}: the NVIDIA driver cannot bind"
-        return failed(why, _blacklist_details(facts))
+        return failed(why, _blacklist_details(facts), subjects=[f"pci:{a}" for a in held])
     if "nouveau" in mods.loaded:
         if no_nvidia_device(facts):  # it drives nothing here, and the fix is not needed
             return skipped("no NVIDIA device on the PCI bus (the nouveau module is loaded)")

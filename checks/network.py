@@ -168,10 +168,17 @@ def ib_state(facts: Facts, policy: Policy) -> Outcome:
     ]
     absent = [f"{port}: not found" for port in sorted(wanted - {name(p) for p in every})]
     wrong = init + must + rail_down + absent
+    # The devices whose ports are named above, for a picture of the host (Outcome.subjects).
+    named = [
+        f"rdma:{p.device}"
+        for p in every
+        if p.state == "INIT" or p in down_ports and (name(p) in wanted or p in alone)
+    ]
     if wrong:
         return failed(
             wrong[0] if len(wrong) == 1 else f"{len(wrong)} RDMA port(s) not ACTIVE",
             wrong + unread + lines,
+            subjects=named,
         )
     if down:
         # Without a list of expected ports, an unplugged port off the GPUs' rails may be on
@@ -183,6 +190,7 @@ def ib_state(facts: Facts, policy: Policy) -> Outcome:
             down + unread + lines,
             remediation="List the ports that must be up in the policy's "
             "[network] ib_ports; check cables of those that should be.",
+            subjects=named,
         )
     if unread:
         return errored(unread[0] if len(unread) == 1 else f"the state of {len(unread)} RDMA "
@@ -211,12 +219,14 @@ def ib_rate(facts: Facts, policy: Policy) -> Outcome:
     slow = [p for p in below if p.infiniband or p.device in rails]
     other = [p for p in below if p not in slow]
     shown = [f"{described(p, rails)}: {p.rate_text}" for p in slow + other]
+    named = [f"rdma:{p.device}" for p in slow + other]
     if slow:
-        return failed(f"{len(slow)} port(s) below {floor:g} Gb/s", shown)
+        return failed(f"{len(slow)} port(s) below {floor:g} Gb/s", shown, subjects=named)
     if other:
         return warned(
             f"{len(other)} RoCE port(s) off the GPUs' rails below {floor:g} Gb/s",
             shown,
+            subjects=named,
             remediation="If the port carries training traffic, check its cable/transceiver "
             "and switch port; if it is a front-end or storage NIC, this is its speed.",
         )

@@ -81,6 +81,7 @@ def locality(facts: Facts, policy: Policy) -> Outcome:
             table.append(
                 f"GPU {gpu.address} shares NUMA node {gpu.numa_node} with NIC {', '.join(same)}"
             )
+    nowhere = [f"pci:{d.address}" for d in devices if d.numa_node is None]
     if unknown and facts.get(container).virtualization:
         return passed(
             f"{len(gpus)} GPU(s) in a VM that does not expose NUMA locality", unknown + table
@@ -89,6 +90,7 @@ def locality(facts: Facts, policy: Policy) -> Outcome:
         return warned(
             f"{len(unknown)} device(s) without a NUMA node on a {len(topo.cpu_nodes)}-node machine",
             unknown + table,
+            subjects=nowhere,
         )
     return passed(
         f"{len(gpus)} GPU(s) over {len(topo.cpu_nodes)} NUMA nodes; binding in details", table

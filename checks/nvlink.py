@@ -165,11 +165,22 @@ def nvlink(facts: Facts, policy: Policy) -> Outcome:
                 "all links down on every GPU of an NVSwitch system usually means Fabric "
                 "Manager is not running (see gpu.fabricmanager)"
             )
-        return failed(summary, [line for _, line in down] + unread + errors + spare + notes)
+        erring = [x.index for x in wired if any(n for _, _, n in x.nvlink_errors or ())]
+        return failed(
+            summary,
+            [line for _, line in down] + unread + errors + spare + notes,
+            subjects=[f"gpu:{i}" for i in (*indices, *erring)],
+        )
     if unread:
         return errored(_unread_summary(unread), unread + errors + spare + notes)
     if errors:
-        return warned(f"NVLink error counters are not zero on {len(errors)} GPU(s)", errors + notes)
+        return warned(
+            f"NVLink error counters are not zero on {len(errors)} GPU(s)",
+            errors + notes,
+            subjects=[
+                f"gpu:{x.index}" for x in wired if any(n for _, _, n in x.nvlink_errors or ())
+            ],
+        )
     counted = [x for x in wired if x.nvlink_errors is not None]
     if counted:
         notes.append(f"replay, recovery and CRC counters are zero on {len(counted)} GPU(s)")

@@ -70,6 +70,11 @@ def label(link: PcieLink) -> str:
     return f"port {link.address}" if link.is_bridge else f"{kind(link)} {link.address}"
 
 
+def pci_subject(address: str) -> str:
+    """How a finding names a PCI device or port among its subjects (Outcome.subjects)."""
+    return f"pci:{address.lower()}"
+
+
 def pinned_widths(links: PcieLinks, policy: Policy) -> tuple[list[str], list[str]]:
     """Against [pci] expected_links: (the links narrower than pinned or not found, those
     whose width could not be read)."""
@@ -86,11 +91,17 @@ def pinned_widths(links: PcieLinks, policy: Policy) -> tuple[list[str], list[str
     return short, unknown
 
 
-def pinned_outcome(short: list[str], unknown: list[str], more: list[str]) -> Outcome:
+def pinned_outcome(
+    short: list[str], unknown: list[str], more: list[str], subjects: list[str] = ()
+) -> Outcome:
     if short:
         many = f"{len(short)} pinned link(s) narrower than the policy expects, or missing"
-        return failed(short[0] if len(short) == 1 else many, short + unknown + more)
-    return errored(f"{len(unknown)} pinned link width(s) could not be read", unknown + more)
+        return failed(
+            short[0] if len(short) == 1 else many, short + unknown + more, subjects=subjects
+        )
+    return errored(
+        f"{len(unknown)} pinned link width(s) could not be read", unknown + more, subjects=subjects
+    )
 
 
 @check(
@@ -107,6 +118,7 @@ def link_width(facts: Facts, policy: Policy) -> Outcome:
     if not links.readable:
         return skipped("the PCI bus is not readable", links.notes)
     short, unknown = pinned_widths(links, policy)
+    pinned = [pci_subject(pin.address) for pin in pins]
     # Each link is judged once, from its lower end: a device, or a switch's upstream port.
     # A root or downstream port's own width describes the link below it (judged with the
     # device there), so a root port at x4 of x8 above an x4 NVMe drive is not narrowed.
@@ -118,28 +130,33 @@ def link_width(facts: Facts, policy: Policy) -> Outcome:
     ]
     devices = [x for x in judged if not x.is_bridge]
     if not devices and (short or unknown):
-        return pinned_outcome(short, unknown, [])
+        return pinned_outcome(short, unknown, [], pinned)
     if not devices:
         return skipped("no GPU, NIC or NVMe drive reports a link width", links.notes)
     degraded, narrow_slot = [], []
+    narrowed, in_narrow_slot = [], []  # their subjects
     for x in judged:
         limit = link_limit(links, x) or x.max_width
         if x.current_width < limit:
             degraded.append(f"{label(x)}: x{x.current_width}, can be x{limit}")
+            narrowed.append(pci_subject(x.address))
         elif not x.is_bridge and limit < x.max_width:
+            in_narrow_slot.append(pci_subject(x.address))
             narrow_slot.append(
                 f"{label(x)}: x{x.current_width} in a slot of x{limit} "
                 f"(the device can do x{x.max_width})"
             )
     lines = [f"{label(x)}: x{x.current_width} of x{x.max_width}" for x in devices]
     if short:
-        return pinned_outcome(short, unknown, degraded + narrow_slot)
+        return pinned_outcome(short, unknown, degraded + narrow_slot, pinned + narrowed)
     if degraded:
         return failed(
-            f"{len(degraded)} link(s) trained narrower than they can be", degraded + narrow_slot
+            f"{len(degraded)} link(s) trained narrower than they can be",
+            degraded + narrow_slot,
+            subjects=narrowed + in_narrow_slot,
         )
     if unknown:
-        return pinned_outcome(short, unknown, lines)
+        return pinned_outcome(short, unknown, lines, pinned)
     if narrow_slot and facts.get(container).virtualization:
         # A VM's virtual root ports often advertise x1: the guest cannot see the real slot.
         return passed(
@@ -152,6 +169,7 @@ def link_width(facts: Facts, policy: Policy) -> Outcome:
             f"{len(narrow_slot)} device(s) in slots narrower than the device",
             narrow_slot,
             remediation="Move the device to a full-width slot if the board has one.",
+            subjects=in_narrow_slot,
         )
     pinned = f"; {len(pins)} pinned link(s) as the policy expects" if pins else ""
     return passed(f"{len(devices)} device(s) at the full width of their slot{pinned}", lines)
@@ -168,7 +186,7 @@ def link_speed(facts: Facts, policy: Policy) -> Outcome:
     devices = [d for d in endpoints(links) if d.current_gts and d.max_gts]
     if not devices:
         return skipped("no device reports a link speed")
-    slow, idle = [], []
+    slow, idle, slow_at = [], [], []
     for dev in devices:
         port = links.get(dev.upstream[0]) if dev.upstream else None
         # A Gen5 card in a Gen4 slot runs at Gen4: that is the slot, not a fault.
@@ -179,8 +197,12 @@ def link_speed(facts: Facts, policy: Policy) -> Outcome:
         # GPUs drop their link to 2.5 GT/s when idle (power saving) and come back under
         # load: a slow idle GPU link is normal, a slow NIC or NVMe link is not.
         (idle if kind(dev) == "GPU" else slow).append(what)
+        if kind(dev) != "GPU":
+            slow_at.append(pci_subject(dev.address))
     if slow:
-        return warned(f"{len(slow)} link(s) below their maximum speed", slow + idle)
+        return warned(
+            f"{len(slow)} link(s) below their maximum speed", slow + idle, subjects=slow_at
+        )
     if idle:
         return passed(
             f"{len(idle)} GPU link(s) below maximum speed: normal while idle, re-check under load",
@@ -205,7 +227,7 @@ def bandwidth_limited(facts: Facts, policy: Policy, found: BandwidthLimits) -> O
         links = facts.get(pcie_links)
     except NotCaptured:
         links = None
-    narrowed, by_slot = [], []
+    narrowed, by_slot, at = [], [], []
     for x in found.limits:
         line = (
             f"{x.device}: {x.available_gbps:g} of {x.capable_gbps:g} Gb/s, limited by the "
@@ -221,12 +243,15 @@ def bandwidth_limited(facts: Facts, policy: Policy, found: BandwidthLimits) -> O
             and (x.limited_by_gts or 0) >= port.max_gts
         )
         (by_slot if at_max else narrowed).append(line)
+        if not at_max:
+            at += [pci_subject(x.device), pci_subject(x.at)]
     unknown = ["the PCIe links were not captured: a slot slower than its card looks alike"]
     if narrowed:
         return warned(
             f"{len(narrowed)} device(s) came up with limited PCIe bandwidth",
             narrowed + by_slot + (unknown if links is None else []),
             rests_on=(bandwidth_limits,),
+            subjects=at,
         )
     return passed(f"{len(by_slot)} device(s) limited by their slot, as wired", by_slot)
 
@@ -251,10 +276,19 @@ def aer(facts: Facts, policy: Policy) -> Outcome:
         for x in counted
         if (x.aer_correctable or 0) >= 100
     ]
+    subjects = [
+        pci_subject(x.address)
+        for x in counted
+        if x.aer_fatal or x.aer_nonfatal or (x.aer_correctable or 0) >= 100
+    ]
     if fatal:
-        return failed(f"fatal PCIe errors on {len(fatal)} device(s)", fatal + nonfatal + many)
+        return failed(
+            f"fatal PCIe errors on {len(fatal)} device(s)",
+            fatal + nonfatal + many,
+            subjects=subjects,
+        )
     if nonfatal or many:
-        return warned("PCIe errors since boot", nonfatal + many)
+        return warned("PCIe errors since boot", nonfatal + many, subjects=subjects)
     return passed(f"no uncorrected PCIe errors on {len(counted)} device(s)")
 
 
@@ -278,6 +312,7 @@ def acs(facts: Facts, policy: Policy) -> Outcome:
     redirecting = {s.address for s in report.redirecting}
     # bridge -> the GPU/NIC pairs whose peer-to-peer route crosses it
     crossing: dict[str, list[str]] = {}
+    peers_of: dict[str, set[str]] = {}  # bridge -> the GPUs/NICs of those pairs
     # The pairs grow with the square of the devices: none to look at without a redirect.
     for a, b in combinations(peers, 2) if redirecting else ():
         # Only switch ports count: with an IOMMU on, the kernel sets redirect on every root
@@ -285,15 +320,19 @@ def acs(facts: Facts, policy: Policy) -> Outcome:
         for bridge in bridges_between(a.upstream, b.upstream):
             if bridge in redirecting:
                 crossing.setdefault(bridge, []).append(f"{a.address} ↔ {b.address}")
+                peers_of.setdefault(bridge, set()).update((a.address, b.address))
     if crossing:
         pairs = {p for found in crossing.values() for p in found}
         lines = []
         for bridge, found in sorted(crossing.items()):
             more = f" and {len(found) - 3} more" if len(found) > 3 else ""
             lines.append(f"{bridge} redirects: {', '.join(found[:3])}{more}")
+        # The bridges first: a picture marks them; then the devices whose P2P they cross.
+        around = sorted({a for found in peers_of.values() for a in found})
         return failed(
             f"ACS redirect on {len(crossing)} bridge(s) between {len(pairs)} GPU/NIC pair(s)",
             lines,
+            subjects=[pci_subject(b) for b in sorted(crossing)] + [pci_subject(a) for a in around],
         )
     unplaced = [x.address for x in peers if x.address in links.unplaced]
     if unplaced and redirecting:
@@ -302,6 +341,7 @@ def acs(facts: Facts, policy: Policy) -> Outcome:
             f"the PCIe path of {len(unplaced)} GPU/NIC(s) could not be read "
             f"({', '.join(unplaced[:4])}): ACS between them not judged",
             [*links.notes, *report.notes],
+            subjects=[pci_subject(a) for a in unplaced],
         )
     return passed(f"no ACS redirect between {len(peers)} GPUs and NICs", report.notes)
 

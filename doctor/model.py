@@ -140,6 +140,9 @@ class Outcome:
     # others does not undo it (runner, docs/foreign-inputs.md): a fatal SXid in the kernel
     # log is a verdict whether or not the PCI device list was captured.
     rests_on: tuple[Any, ...] = ()
+    # The parts a verdict is about, machine-readable, for pictures that draw findings onto
+    # the host (doctor/topology.py): "pci:0000:9c:00.0", "gpu:3", "net:ib0", "rdma:mlx5_0".
+    subjects: tuple[str, ...] = ()
 
 
 def _outcome(status: Status):
@@ -151,6 +154,7 @@ def _outcome(status: Status):
         fixes=None,
         figures=(),
         rests_on=(),
+        subjects=(),
     ) -> Outcome:
         return Outcome(
             status,
@@ -160,6 +164,7 @@ def _outcome(status: Status):
             None if fixes is None else tuple(fixes),
             tuple(figures),
             tuple(rests_on),
+            tuple(dict.fromkeys(subjects)),
         )
 
     make.__name__ = status.name.lower()
@@ -187,6 +192,7 @@ class Finding:
     duration_s: float = 0.0
     source: str = "builtin"
     figures: tuple[Figure, ...] = ()  # the active tier's measurements
+    subjects: tuple[str, ...] = ()  # the parts it is about (Outcome.subjects)
 
     def __post_init__(self) -> None:
         # A check may plan a fix that does not exist yet: offer only the registered ones.
@@ -219,6 +225,8 @@ class Finding:
         }
         if self.figures:  # only a measuring check's: a passive report stays as it was
             d["figures"] = [f.to_dict() for f in self.figures]
+        if self.subjects:  # only where a check names its parts: other findings stay as they were
+            d["subjects"] = list(self.subjects)
         return d
 
     @classmethod
@@ -242,6 +250,7 @@ class Finding:
             duration_s=float(d.get("duration_s", 0.0)),
             source=d.get("source", "builtin"),
             figures=tuple(Figure.from_dict(f) for f in d.get("figures", ())),
+            subjects=tuple(str(x) for x in d.get("subjects", ()) if isinstance(x, str)),
         )
 
 

@@ -66,6 +66,7 @@ def finding_for(
         duration_s=duration,
         source=spec.source,
         figures=outcome.figures,
+        subjects=outcome.subjects,
     )
 
 
@@ -84,6 +85,10 @@ def _valid(outcome: object) -> Outcome:
         isinstance(f, Figure) for f in outcome.figures
     ):
         raise TypeError("Outcome.figures must be Figures")
+    if not isinstance(outcome.subjects, tuple) or not all(
+        isinstance(x, str) for x in outcome.subjects
+    ):
+        raise TypeError("Outcome.subjects must be strings")
     return outcome
 
 

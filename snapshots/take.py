@@ -81,11 +81,13 @@ def default_name(*, archive: bool = True, when: _dt.datetime | None = None) -> s
     return name + (".tar.gz" if archive else "")
 
 
-def report_members(report: Report) -> dict[str, bytes]:
-    """The readable reports that travel in a bundle, beside report.json."""
+def report_members(report: Report, *, picture: str | None = None) -> dict[str, bytes]:
+    """The readable reports that travel in a bundle, beside report.json; `picture`, the
+    topology SVG (dldoctor.topology) of the run's recorded facts, goes into report.html,
+    and is redacted with it."""
     return {
         "report.md": render_markdown(report).encode(),
-        "report.html": render_html(report).encode(),
+        "report.html": render_html(report, picture=picture).encode(),
     }
 
 
@@ -107,6 +109,7 @@ def write_snapshot(
     map_path: str = "",
     deadline: float | None = None,
     active: bool = False,
+    picture: str | None = None,
 ) -> str:
     """The bundle at `dest` (which must not exist): a `.tar.gz` or, `archive=False`, a
     directory. Built in a private folder beside `dest` and moved there whole at the end:
@@ -133,7 +136,7 @@ def write_snapshot(
             os.path.join(work, "bundle"),
             report=report.to_dict(),
             argv=list(argv),
-            extra_files=report_members(report),
+            extra_files=report_members(report, picture=picture),
             active=active,
         )
         if redactor is not None:

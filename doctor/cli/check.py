@@ -61,6 +61,14 @@ def build_parser(*, snapshot: bool = False) -> argparse.ArgumentParser:
             action="store_true",
             help="show details, evidence and timings of every check",
         )
+        p.add_argument(
+            "--topology",
+            action="store_true",
+            help="print the host's topology instead of the checklist: NUMA nodes, PCIe "
+            "root ports and switches, GPUs, NICs and NVMe drives with each link's trained/"
+            "capable width and speed, NVLink, and the problems found marked on each part "
+            "(docs/topology.md)",
+        )
     add_request_arguments(p)
     add_active_arguments(p)
     add_selection_arguments(p)
@@ -171,18 +179,32 @@ def _diagnosis(
         return recorder
 
     listeners = _measuring_progress(request, cleanup)
+    topology = not snapshot and args.topology
+    picture = snapshot or topology
+    if topology and (args.json or args.format not in (None, "text")) and not args.output:
+        raise UsageError(
+            "--topology prints a text tree on standard output: --json and "
+            "--format other than text need --output FILE beside it"
+        )
+    kept: list = []  # the run's facts, for the picture
     report, host = diagnose_for(
         request,
         cleanup,
         deadline_at=deadline_at,
         wrap=recording if snapshot else None,
         listeners=listeners,
+        facts_out=kept if picture else None,
     )
     if snapshot:
         from dldoctor.cli.snapshot import write_snapshot
 
-        return write_snapshot(args, host, report, extras, deadline_at)
-    code = write_outputs(args, report)
+        return write_snapshot(args, host, report, extras, deadline_at, kept[0])
+    code = write_outputs(args, report, stdout=not topology)
+    if topology:
+        from dldoctor.topology import render_tree, topology_of
+
+        tree = render_tree(topology_of(kept[0]), report.findings, width=_columns())
+        write_output(lambda: sys.stdout.write(tree))
     if not request.bundle:
         _fixes_after_boot(request, host, say=True)
     return code
@@ -243,8 +265,20 @@ def _without_active(request, said: str) -> str:
     return f"{said}: measuring checks (category perf) run only with --active"
 
 
+def _columns() -> int:
+    import shutil
+
+    return shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
+
+
 def diagnose_for(
-    request, cleanup: contextlib.ExitStack, *, deadline_at=None, wrap=None, listeners=()
+    request,
+    cleanup: contextlib.ExitStack,
+    *,
+    deadline_at=None,
+    wrap=None,
+    listeners=(),
+    facts_out: list | None = None,
 ):
     """(the report, the host) of the diagnosis `--check` makes of a Request: for it,
     snapshot (`wrap`: the host it records through), genconf and slurm-healthcheck. The
@@ -255,6 +289,12 @@ def diagnose_for(
     specs, plugin_findings = selected_checks(request, active=measuring(request, host))
     if wrap is not None:
         host = wrap(host)
+    facts = None
+    if facts_out is not None:  # the caller reads more of them afterwards (--topology)
+        from dldoctor.facts import Facts
+
+        facts = Facts(host)
+        facts_out.append(facts)
     report = diagnose(
         host,
         request.policy,
@@ -264,6 +304,7 @@ def diagnose_for(
         strict=request.strict,
         policy_source=request.policy_source,
         listeners=listeners,
+        facts=facts,
     )
     return report, host
 
@@ -272,6 +313,7 @@ def _interactive(args, snapshot: bool) -> bool:
     """The app, for a person at a terminal; a pipe, a file or a batch flag gets the
     checklist (the app's own terminal is both stdin and stdout)."""
     batch = args.check or args.json or args.list_checks or args.schema or snapshot
+    batch = batch or getattr(args, "topology", False)
     outputs = [v for k, v in vars(args).items() if k in ("format", "output") or k[:5] == "file_"]
     batch = batch or any(outputs)
     tty = all(s is not None and s.isatty() for s in (sys.stdin, sys.stdout))

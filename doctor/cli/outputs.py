@@ -46,7 +46,7 @@ def output_format(args: argparse.Namespace) -> str:
     return "json" if args.json else args.format or "text"
 
 
-def write_outputs(args: argparse.Namespace, report) -> ExitCode:
+def write_outputs(args: argparse.Namespace, report, *, stdout: bool = True) -> ExitCode:
     """Each `--NAME FILE`, then the report in its format on stdout (or --output); the exit
     code is the verdict's, or the one the format's protocol defines (Nagios, npd). One
     output that cannot be written does not stop the others: OutputError once all are tried."""
@@ -67,7 +67,7 @@ def write_outputs(args: argparse.Namespace, report) -> ExitCode:
             attempt(lambda path=path, f=f: write_file(path, f.render(report)))
     if args.output:
         attempt(lambda: write_file(args.output, fmt.render(report)))
-    else:
+    elif stdout:  # else stdout holds another picture (--topology)
         attempt(lambda: write_output(stdout_writer(fmt, args, report)))
     if failed:
         raise OutputError("; ".join(failed))

@@ -15,8 +15,9 @@ log = logging.getLogger("dldoctor")
 SNAPSHOT_WRITE_SHARE = 1 / 3
 
 
-def write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitCode:
-    """The bundle's path on stdout; exit 0 once it is written (the verdict is inside)."""
+def write_snapshot(args, recorder, report, extras, deadline_at: float, facts=None) -> ExitCode:
+    """The bundle's path on stdout; exit 0 once it is written (the verdict is inside).
+    `facts`: the run's, for report.html's topology picture."""
     from dldoctor.snapshots import take
     from dldoctor.snapshots.bundle import BundleError
 
@@ -39,6 +40,7 @@ def write_snapshot(args, recorder, report, extras, deadline_at: float) -> ExitCo
             map_path=map_path,
             deadline=deadline_at,
             active=args.active,
+            picture=_picture(facts, report),
         )
     except (BundleError, OSError) as exc:
         raise OutputError(f"cannot write the snapshot: {exc}") from None
@@ -65,3 +67,13 @@ def redactor_for(args):
         return Redactor.load(path), path
     except (OSError, ValueError) as exc:
         raise InputError(f"--redact-map {path}: {exc}") from None
+
+
+def _picture(facts, report) -> str | None:
+    """The topology SVG of the run's own facts (memoised by its checks: no new probe in the
+    common case), redacted with the rest of report.html; None without one."""
+    if facts is None:
+        return None
+    from dldoctor.topology import picture_of
+
+    return picture_of(facts, report.findings)

@@ -106,6 +106,11 @@ class DoctorApp(App):
 
         self.push_screen(HistoryScreen(self.session))
 
+    def open_topology(self) -> None:
+        from dldoctor.tui.topology import TopologyScreen
+
+        self.push_screen(TopologyScreen(self.session))
+
     def open_help(self) -> None:
         # Built once and kept (installed): its table is composed and laid out on the
         # first `?` only, and each later one shows it as it was.
@@ -120,6 +125,7 @@ class DoctorApp(App):
         from dldoctor.tui.fix import FixScreen
         from dldoctor.tui.help import HelpScreen
         from dldoctor.tui.history import HistoryScreen
+        from dldoctor.tui.topology import TopologyScreen
 
         return HelpScreen(
             {
@@ -128,6 +134,7 @@ class DoctorApp(App):
                 "confirm": ConfirmScreen.BINDINGS,
                 "history": HistoryScreen.BINDINGS,
                 "export": ExportScreen.BINDINGS,
+                "topology": TopologyScreen.BINDINGS,
             }
         )
 

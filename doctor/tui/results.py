@@ -174,6 +174,7 @@ class ResultsScreen(Screen):
         Binding("v", "toggle_evidence", "Show or fold the raw evidence", show=False),
         Binding("u", "history", "Fix history"),
         Binding("m", "measure", "Measure (--active)", show=False),
+        Binding("t", "topology", "Topology picture", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("q", "app.quit", "Quit"),
@@ -455,6 +456,9 @@ class ResultsScreen(Screen):
 
     def action_help(self) -> None:
         self.app.open_help()
+
+    def action_topology(self) -> None:
+        self.app.open_topology()
 
     def select(self, check_id: str) -> None:
         """Show `check_id` (from the command palette), clearing filters that hide it."""

@@ -265,7 +265,22 @@ class Session:
             redactor=redactor,
             map_path=map_path,
             active=self.measured,
+            picture=self._picture(report),
         )
+
+    def _picture(self, report) -> str | None:
+        from dldoctor.topology import picture_of
+
+        return None if self.facts is None else picture_of(self.facts, report.findings)
+
+    def topology_text(self, width: int) -> str:
+        """The run's topology as a text tree with its findings marked (the `t` screen)."""
+        from dldoctor.topology import Topology, render_tree, topology_of
+
+        topo = Topology(None, missing=("the checks have not started",))
+        if self.facts is not None:
+            topo = topology_of(self.facts)
+        return render_tree(topo, self.findings(), width=width)
 
     # --- what the screens show ------------------------------------------------------
 
