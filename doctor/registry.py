@@ -39,6 +39,7 @@ CATEGORY_ORDER = (
     "limits",
     "storage",
     "network",
+    "kubernetes",
     "thermal",
     "perf",  # the active tier's measurements (docs/active.md)
     "plugins",
@@ -47,7 +48,16 @@ CATEGORY_ORDER = (
 # are split by subject); a module not named here follows them, by name.
 MODULE_ORDER = tuple(
     f"dldoctor.checks.{name}"
-    for name in ("driver", "nvlink", "gpu_memory", "precision", "xid", "amd", "nvswitch")
+    for name in (
+        "driver",
+        "nvlink",
+        "gpu_memory",
+        "gpu_processes",
+        "precision",
+        "xid",
+        "amd",
+        "nvswitch",
+    )
 )
 
 
