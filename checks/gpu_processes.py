@@ -153,9 +153,10 @@ def gpu_processes(facts: Facts, policy: Policy) -> Outcome:
             f"{caged}; look from the host",
             orphaned + lines + notes,
         )
+    also = f"; {len(everyone)} process(es) on {where}: {named}" if everyone else ""
     if orphaned:
         return failed(
-            f"memory held with no owner on {gpu_words_of(orphaned)}",
+            f"memory held with no owner on {gpu_words_of(orphaned)}{also}",
             orphaned + lines + unjudged + notes,
         )
     if everyone and not policy.gpu.processes_allowed:

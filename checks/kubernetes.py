@@ -35,6 +35,9 @@ def kubelet_node(facts: Facts) -> Outcome | None:
     node = facts.get(kubernetes_node)
     if node.kubelet.why:
         return errored(f"whether this is a Kubernetes node could not be seen: {node.kubelet.why}")
+    if node.kubelet.there and not node.node:
+        return skipped(f"not a Kubernetes node: {KUBELET} holds no kubelet state "
+                       "(no pods, plugins or config.yaml)")  # fmt: skip
     return None if node.node else skipped(NOT_A_NODE)
 
 

@@ -21,10 +21,11 @@ from dldoctor.facts.nvidia import _gpu_from_probe, nvidia
 from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
 from dldoctor.facts.system import Container, container
 from dldoctor.host.live import LiveHost
+from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
 from dldoctor.probes import gpu_users as gpu_users_probe
-from tests.support.paths import FIXTURES
+from tests.support.paths import FIXTURES, HOSTS
 
 XML = FIXTURES / "corpus" / "nvidia-smi-xml"
 HOST = Container(in_container=False, runtime="")
@@ -177,3 +178,18 @@ def test_a_real_holder_of_the_device_file_owns_the_memory(holder):
     assert judged(dataclasses.replace(found, gpus=(bus,)), users=users, policy=PROLOG).status == (
         Status.FAIL
     )
+
+
+def test_the_orphan_memory_host_fails_and_names_the_stray_process():
+    host = ReplayHost(str(HOSTS / "hgx-h100x8-orphan-memory"))
+    outcome = gpu_processes(Facts(host), Policy())
+    assert outcome.status == Status.FAIL
+    assert outcome.summary == (
+        "memory held with no owner on GPU 5; 1 process(es) on GPU 2: pid 48213 (python, "
+        "user user1042)"
+    )
+    # nvidia-persistenced holds every GPU: a watcher, not an owner of GPU 5's memory.
+    assert not any("persistenced" in line for line in outcome.details)
+    healthy = gpu_processes(Facts(ReplayHost(str(HOSTS / "hgx-h100x8-healthy"))), PROLOG)
+    assert (healthy.status, healthy.summary) == (
+        Status.PASS, "no process holds a GPU; at most 517 MiB in use")  # fmt: skip

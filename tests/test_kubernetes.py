@@ -19,6 +19,7 @@ from dldoctor.facts.kubernetes import (
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import PciBus, pci_devices
 from dldoctor.host.live import LiveHost
+from dldoctor.host.replay import ReplayHost
 from dldoctor.model import Status
 from dldoctor.policy import Policy
 from tests.support.faults import FaultyHost
@@ -100,6 +101,12 @@ def test_a_host_without_a_kubelet_skips_every_check_saying_so(tmp_path):
     verdicts = judge(facts)
     assert set(verdicts.values()) == {(Status.SKIP, k.NOT_A_NODE)}
     assert "no kubelet" in k.NOT_A_NODE
+
+
+def test_a_kubelet_folder_without_kubelet_state_is_no_node(tmp_path):
+    verdicts = judge(facts_of(live(tmp_path, {"/var/lib/kubelet/leftover": ""})))
+    assert {s for s, _ in verdicts.values()} == {Status.SKIP}
+    assert "holds no kubelet state" in verdicts["device_plugin"][1]
 
 
 def test_a_ready_operator_node_passes(tmp_path):
@@ -188,3 +195,24 @@ def test_a_folder_that_cannot_be_read_is_never_taken_for_there(tmp_path, path):
         assert (
             verdicts[name][0] == Status.ERROR and "permission denied" in verdicts[name][1].lower()
         )
+
+
+def test_the_operator_node_with_a_host_driver_replays_to_one_fail():
+    facts = Facts(ReplayHost(str(FIXTURES / "hosts" / "hgx-h100x8-k8s-driver-conflict")))
+    verdicts = judge(facts)
+    assert [verdicts[n][0] for n in verdicts] == [Status.PASS] * 3 + [Status.FAIL]
+
+
+def test_a_kernel_whose_modules_are_out_of_sight_is_no_verdict_on_the_host_driver(tmp_path):
+    # A driver container, and no /lib/modules for the running kernel (a container that
+    # does not mount it): whether the host has a driver too is not known.
+    files = node(tmp_path, **{"/run/nvidia/driver/usr/bin/nvidia-smi": ""})
+    status, summary = judge(facts_of(live(tmp_path, files)))["one_driver"]
+    assert status == Status.ERROR and "modules are out of sight" in summary
+
+
+def test_garbage_where_the_kubelet_folder_is_missing_makes_no_node(tmp_path):
+    inner = live(tmp_path, {"/proc/sys/kernel/osrelease": RELEASE})
+    garbled = FaultyHost(inner, "garbage", lambda op, key: key == "/var/lib/kubelet")
+    verdicts = judge(facts_of(garbled))
+    assert {s for s, _ in verdicts.values()} == {Status.SKIP}

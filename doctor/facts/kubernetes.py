@@ -38,6 +38,11 @@ from dldoctor.host.base import AnswerStatus, ProbeFailed
 KUBELET = "/var/lib/kubelet"
 DEVICE_PLUGINS = f"{KUBELET}/device-plugins"
 KUBELET_SOCKET = "kubelet.sock"
+# What a kubelet keeps in its folder once it has run (its config is kubeadm's and most
+# installers'): a /var/lib/kubelet with none of these is no kubelet's (a package's leftover).
+KUBELET_ENTRIES = ("config.yaml", "kubeconfig", "pki", "pods", "plugins", "plugins_registry",
+                   "pod-resources", "device-plugins", "cpu_manager_state",
+                   "memory_manager_state")  # fmt: skip
 VALIDATIONS = "/run/nvidia/validations"
 DRIVER_ROOT = "/run/nvidia/driver"
 # What a node whose GPUs the operator runs has once it is ready (the validator's
@@ -94,7 +99,7 @@ class Kubernetes(NamedTuple):
 
     @property
     def node(self) -> bool:
-        return self.kubelet.there
+        return bool(set(self.kubelet.names or ()) & set(KUBELET_ENTRIES))
 
     @property
     def nvidia_sockets(self) -> tuple[str, ...]:
@@ -205,7 +210,7 @@ def kubernetes_node(ctx: FactContext) -> Kubernetes:
     """What the node shows of Kubernetes and the NVIDIA GPU Operator; on a host without
     /var/lib/kubelet nothing else is read."""
     kubelet = _listing(ctx, KUBELET)
-    if not kubelet.there:
+    if not Kubernetes(kubelet).node:
         return Kubernetes(kubelet)
     unread: list[str] = []
     notes: list[str] = []
@@ -217,15 +222,22 @@ def kubernetes_node(ctx: FactContext) -> Kubernetes:
         ready = parse_driver_ready(text or "")
     try:
         release = ctx.get(kernel).release
-    except (FactFailed, ProbeFailed) as exc:  # no kernel release: no modules.dep to read
-        release, notes = "", [*notes, f"the running kernel's release is unknown ({exc})"]
+    except (FactFailed, ProbeFailed):  # no kernel release: no modules.dep to read
+        release = ""
     host_modules: tuple[str, ...] = ()
-    modules_why = ""
-    if release and "/" not in release:
+    # Without the release, whether the host has a driver of its own is not known: said,
+    # never taken for "none".
+    modules_why = "" if release else "the running kernel's release could not be read"
+    if release and ("/" in release or release.startswith(".")):
+        release, modules_why = "", f"the kernel's release {release[:40]!r} names no folder"
+    if release:
         said: list[str] = []
         dep = _text(ctx, f"/lib/modules/{release}/modules.dep", MODULES_DEP_MAX_BYTES, said)
         host_modules = nvidia_modules(dep or "")
-        modules_why = said[0] if said else ""
+        # Every installed kernel has one (depmod writes it): none means the host's
+        # /lib/modules is out of sight (a container without it), not "no driver".
+        missing = f"no /lib/modules/{release}/modules.dep: the host's modules are out of sight"
+        modules_why = said[0] if said else (missing if dep is None else "")
     return Kubernetes(
         kubelet=kubelet,
         device_plugins=_listing(ctx, DEVICE_PLUGINS),
