@@ -171,9 +171,12 @@ def gpu_processes(facts: Facts, policy: Policy) -> Outcome:
         return passed(f"{len(everyone)} process(es) on {where}: {named}", lines + notes)
     most = max((x.memory_used_mib for x in gpus if x.memory_used_mib is not None), default=None)
     shown = f"at most {most} MiB in use" if most is not None else "the memory in use unknown"
-    if not users.recorded and all(x.processes is None for x in gpus):
+    unlisted = [x.index for x in gpus if x.processes is None] if not users.recorded else []
+    if len(unlisted) == len(gpus):
         # Memory alone cannot say a GPU is free: a small job fits under the threshold.
         return skipped(f"the processes on the GPUs are not reported ({shown})", notes)
+    if unlisted:
+        notes.append(f"{gpu_words(unlisted)}: the driver did not list the processes")
     return passed(f"no process holds a GPU; {shown}", notes)
 
 

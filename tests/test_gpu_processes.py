@@ -193,3 +193,12 @@ def test_the_orphan_memory_host_fails_and_names_the_stray_process():
     healthy = gpu_processes(Facts(ReplayHost(str(HOSTS / "hgx-h100x8-healthy"))), PROLOG)
     assert (healthy.status, healthy.summary) == (
         Status.PASS, "no process holds a GPU; at most 517 MiB in use")  # fmt: skip
+
+
+def test_a_gpu_whose_processes_were_not_listed_is_said_in_a_pass():
+    two = stack("telegraf-dual_2070-v13.xml")
+    unlisted = dataclasses.replace(two.gpus[1], processes=None)
+    outcome = judged(dataclasses.replace(two, gpus=(two.gpus[0], unlisted)),
+                     users=GpuUsers(recorded=False))  # fmt: skip
+    assert outcome.status == Status.PASS
+    assert "GPU 1: the driver did not list the processes" in outcome.details

@@ -34,6 +34,7 @@ from dldoctor.facts import FactContext, FactFailed, fact
 from dldoctor.facts.reading import describe_in_full
 from dldoctor.facts.system import kernel
 from dldoctor.host.base import AnswerStatus, ProbeFailed
+from dldoctor.tomllines import shape_problem
 
 KUBELET = "/var/lib/kubelet"
 DEVICE_PLUGINS = f"{KUBELET}/device-plugins"
@@ -161,6 +162,11 @@ def _setting(node: Any, *names: str, depth: int = 0) -> Any:
 
 def parse_runtime_config(path: str, runtime: str, text: str) -> RuntimeConfig:
     """The handlers a containerd or CRI-O config declares; never raises."""
+    # tomllib's time on deep nesting and long dotted keys is not linear: refused first,
+    # as the policy loader does.
+    shape = shape_problem(text)
+    if shape:
+        return RuntimeConfig(path, runtime, error=f"not read: {shape}")
     try:
         doc = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError, ValueError) as exc:
