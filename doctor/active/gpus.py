@@ -89,7 +89,11 @@ def gpu_users(ctx: FactContext) -> GpuUsers:
     answer = ctx.host.probe(PROBE)
     if answer.status == AnswerStatus.MISSING:
         return GpuUsers(recorded=False)
-    answer.require()
+    if answer.require(uncaptured_ok=True).status == AnswerStatus.NOT_CAPTURED:
+        # A foreign capture (a bug report) has no holders, but its nvidia-smi lists the
+        # processes: gpu.processes judges from those, as from a bundle without the probe.
+        ctx.replaced(answer)
+        return GpuUsers(recorded=False)
     value = answer.value if isinstance(answer.value, dict) else {}
     notes: list[str] = []
     users = tuple(u for u in (_user(item, notes) for item in value.get("users") or ()) if u)
