@@ -42,6 +42,11 @@ def _plain(value: Any) -> Any:
         return str(value)
 
 
+def _procs(processes: Any) -> list[list[Any]]:
+    # usedGpuMemory is None where NVML says NVML_VALUE_NOT_AVAILABLE (no permission, MIG).
+    return [[int(p.pid), p.usedGpuMemory] for p in processes]
+
+
 class _Caller:
     def __init__(self, nvml: Any):
         self.nvml = nvml
@@ -77,6 +82,10 @@ def _device_fields(c: _Caller, h: Any) -> dict[str, dict[str, Any]]:
         "serial": c.call("nvmlDeviceGetSerial", h),
         "pci_bus_id": c.call("nvmlDeviceGetPciInfo", h, convert=lambda p: _plain(p.busId)),
         "memory_total_bytes": c.call("nvmlDeviceGetMemoryInfo", h, convert=lambda m: m.total),
+        "memory_used_bytes": c.call("nvmlDeviceGetMemoryInfo", h, convert=lambda m: m.used),
+        # [pid, used bytes or None] per process with a context: what a prolog looks for.
+        "compute_processes": c.call("nvmlDeviceGetComputeRunningProcesses", h, convert=_procs),
+        "graphics_processes": c.call("nvmlDeviceGetGraphicsRunningProcesses", h, convert=_procs),
         "vbios": c.call("nvmlDeviceGetVbiosVersion", h),
         "architecture": c.call("nvmlDeviceGetArchitecture", h),
         "compute_capability": c.call("nvmlDeviceGetCudaComputeCapability", h),

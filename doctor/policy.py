@@ -100,6 +100,14 @@ class GpuPolicy:
     # Xids older than this no longer fail a node (it was drained and repaired, or the log
     # is from before a reboot that fixed it).
     xid_window_hours: float = 72.0
+    # gpu.processes: framebuffer memory in use above this, with no process owning it, is
+    # held by nobody (a leaked context). Above the driver's own reservation, which NVML's
+    # `used` counts: a few hundred MiB on an idle GPU (517 MiB on an A10), up to about 1 GiB
+    # on B200-class parts; nvidia-smi's XML reports it apart since R525 (173-450 MiB).
+    orphan_memory_mib: int = 2048
+    # False: any process on a GPU (monitoring daemons aside) fails gpu.processes, as a
+    # Slurm prolog or a node about to take a job wants; True: they are listed, a pass.
+    processes_allowed: bool = True
 
 
 @dataclass(frozen=True)
@@ -309,6 +317,7 @@ RULES: dict[str, Callable[[Any], str]] = {
     "storage.expected_raid.name": _named,
     "storage.expected_mounts.mount_point": _absolute,
     "gpu.xid_window_hours": _non_negative,
+    "gpu.orphan_memory_mib": _non_negative,
     "memory.min_total_gib": _non_negative,
     "memory.gpu_ratio": _non_negative,
     "memory.min_devshm_gib": _non_negative,

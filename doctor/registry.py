@@ -40,6 +40,7 @@ CATEGORY_ORDER = (
     "container",
     "storage",
     "network",
+    "kubernetes",
     "thermal",
     "perf",  # the active tier's measurements (docs/active.md)
     "plugins",
@@ -48,7 +49,16 @@ CATEGORY_ORDER = (
 # are split by subject); a module not named here follows them, by name.
 MODULE_ORDER = tuple(
     f"dldoctor.checks.{name}"
-    for name in ("driver", "nvlink", "gpu_memory", "precision", "xid", "amd", "nvswitch")
+    for name in (
+        "driver",
+        "nvlink",
+        "gpu_memory",
+        "gpu_processes",
+        "precision",
+        "xid",
+        "amd",
+        "nvswitch",
+    )
 )
 
 

@@ -85,7 +85,7 @@ def test_the_problems_table_rows_are_the_reports_problems_worst_first():
     statuses = [r[0] for r in folded]
     assert statuses == sorted(statuses, key=lambda s: s.endswith("skip"))  # passes first
     tally = next(t for t in p.paragraphs if "passed ·" in t)
-    assert tally.startswith("1 failed · 1 warning · 0 could not finish · 54 passed ·")
+    assert tally.startswith("1 failed · 1 warning · 0 could not finish · 55 passed ·")
 
 
 def test_a_healthy_host_has_no_problem_table_and_its_passes_folded():
@@ -94,7 +94,7 @@ def test_a_healthy_host_has_no_problem_table_and_its_passes_folded():
     p = page(proc.stdout)
     assert p.headings == ["✅ dldoctor on hgx-h100-01: no problems found"]
     (table,) = p.tables
-    assert table["folded"] and len(table["rows"]) == 1 + 56 + 14  # header, passes, skips
+    assert table["folded"] and len(table["rows"]) == 1 + 57 + 18  # header, passes, skips
 
 
 def test_fixes_and_unfinished_checks_are_named(incomplete_host, tmp_path):

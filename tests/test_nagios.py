@@ -165,9 +165,9 @@ def test_the_monitoring_plugins_parser_reads_the_performance_data():
     parsed = {line.split("\t")[0]: line.split("\t")[1:] for line in out.splitlines()}
     assert list(parsed) == list(perfdata(match))  # every item parsed, none lost or merged
     # value, UOM, warning, critical, min, max
-    assert parsed["fail"] == ["1", "", "", "0", "0", "70"]
-    assert parsed["warn"] == ["1", "", "0", "", "0", "70"]
-    assert parsed["pass"] == ["54", "", "", "", "0", "70"]
+    assert parsed["fail"] == ["1", "", "", "0", "0", "75"]
+    assert parsed["warn"] == ["1", "", "0", "", "0", "75"]
+    assert parsed["pass"] == ["55", "", "", "", "0", "75"]
     assert parsed["time"][1:] == ["s", "", "", "0", ""] and float(parsed["time"][0]) > 0
     assert parsed["gpus"] == ["8", "", "", "", "0", ""]
 

@@ -19,8 +19,12 @@ from tests.support.paths import FIXTURES
 XML_DIR = FIXTURES / "corpus" / "nvidia-smi-xml"
 
 # Every Gpu field except index, notes and unsupported, None/"" unless a case says otherwise.
+# The memory in use and the process lists are held to these captures in
+# tests/test_gpu_processes.py.
 _FIELDS = [
-    f.name for f in dataclasses.fields(Gpu) if f.name not in ("index", "notes", "unsupported")
+    f.name
+    for f in dataclasses.fields(Gpu)
+    if f.name not in ("index", "notes", "unsupported", "memory_used_mib", "processes")
 ]
 _EMPTY = {f.name: f.default for f in dataclasses.fields(Gpu) if f.name in _FIELDS}
 

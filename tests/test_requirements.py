@@ -219,6 +219,7 @@ def test_the_gpu_checks_keep_their_order_across_their_modules():
         "gpu.ecc.errors",
         "gpu.memory.retired_pages",
         "gpu.memory.remapped_rows",
+        "gpu.processes",
         "gpu.precision",
         "gpu.xid",
         "gpu.amd.inventory",

@@ -66,6 +66,9 @@ class GpuUsers:
     minors: tuple[tuple[int, str], ...] = ()  # (device minor, PCI bus id) from the driver
     unseen: int = 0  # processes whose open files could not be read (not root)
     notes: tuple[str, ...] = ()
+    # The WATCHERS among the holders: not users, but the driver lists some of them (DCGM's
+    # profiling) and NVML's lists name no process: gpu.processes leaves these pids out.
+    watchers: tuple[GpuUser, ...] = ()
 
     def of(self, gpu: g.Gpu) -> list[GpuUser]:
         """The processes using `gpu`: those holding its /dev/nvidia<minor>, and those
@@ -86,7 +89,11 @@ def gpu_users(ctx: FactContext) -> GpuUsers:
     answer = ctx.host.probe(PROBE)
     if answer.status == AnswerStatus.MISSING:
         return GpuUsers(recorded=False)
-    answer.require()
+    if answer.require(uncaptured_ok=True).status == AnswerStatus.NOT_CAPTURED:
+        # A foreign capture (a bug report) has no holders, but its nvidia-smi lists the
+        # processes: gpu.processes judges from those, as from a bundle without the probe.
+        ctx.replaced(answer)
+        return GpuUsers(recorded=False)
     value = answer.value if isinstance(answer.value, dict) else {}
     notes: list[str] = []
     users = tuple(u for u in (_user(item, notes) for item in value.get("users") or ()) if u)
@@ -94,6 +101,7 @@ def gpu_users(ctx: FactContext) -> GpuUsers:
     return GpuUsers(
         recorded=True,
         users=tuple(u for u in users if u.name not in WATCHERS),
+        watchers=tuple(u for u in users if u.name in WATCHERS),
         minors=_minors(ctx, notes),
         unseen=unseen if isinstance(unseen, int) and unseen > 0 else 0,
         notes=tuple(notes),

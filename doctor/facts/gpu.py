@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # Clock-event ("throttle") reasons, NVML bit -> name used throughout dldoctor. The names
 # match nvidia-smi's XML tags `clocks_event_reason_<name>` (older: clocks_throttle_reason_).
@@ -53,6 +54,17 @@ def reasons_from_mask(mask: int) -> tuple[str, ...]:
     return tuple(name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit)
 
 
+class GpuProcess(NamedTuple):
+    """A process the driver says has a context on a GPU (NVML's running-process lists,
+    nvidia-smi's <processes>). Inside a container's PID namespace the driver lists only
+    that namespace's processes."""
+
+    pid: int
+    kind: str = "C"  # "C" compute, "G" graphics, "C+G" both
+    name: str = ""  # nvidia-smi's process_name (a path); NVML gives none
+    used_mib: int | None = None  # None: not reported (no permission, a MIG instance)
+
+
 @dataclass(frozen=True)
 class Gpu:
     index: int
@@ -61,6 +73,12 @@ class Gpu:
     serial: str = ""
     pci_bus_id: str = ""  # normalised: "0000:3b:00.0" (4-digit domain, lower case)
     memory_total_mib: int | None = None
+    # Framebuffer memory in use. Since R525 the driver's own reservation is reported apart
+    # (<reserved>: 300-450 MiB on the captures) and `used` of an idle GPU is a few MiB;
+    # older drivers count it in `used` (an idle one still under 100 MiB on the captures).
+    memory_used_mib: int | None = None
+    # The processes the driver lists on the GPU, compute and graphics; None: not reported.
+    processes: tuple[GpuProcess, ...] | None = None
     vbios: str = ""
     architecture: str = ""  # "Ampere", "Hopper", ... when the source says
     compute_capability: str = ""  # "9.0"; "" when unknown (old XML schemas lack it)

@@ -39,6 +39,9 @@ COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclu
 # Probe field -> the Gpu fields it fills (for `unsupported`).
 FIELD_TARGETS = {
     "memory_total_bytes": ("memory_total_mib",),
+    "memory_used_bytes": ("memory_used_mib",),
+    "compute_processes": ("processes",),
+    "graphics_processes": ("processes",),
     "mig_mode": ("mig_current", "mig_pending"),
     "ecc_mode": ("ecc_current", "ecc_pending"),
     "remapped_rows": ("remap_corrected", "remap_uncorrected", "remap_pending", "remap_failure"),
@@ -100,6 +103,7 @@ def _gpu_from_probe(index: int, fields: dict[str, Any]) -> Gpu:
     mask = get("clock_event_reasons")
     numa = get("numa_node")
     memory = get("memory_total_bytes")
+    used = get("memory_used_bytes")
     draw, limit = get("power_draw_mw", float), get("power_limit_mw", float)
     return Gpu(
         index=index,
@@ -108,6 +112,8 @@ def _gpu_from_probe(index: int, fields: dict[str, Any]) -> Gpu:
         serial=str(values.get("serial", "")),
         pci_bus_id=normalise_pci_bus_id(str(values.get("pci_bus_id", ""))) or "",
         memory_total_mib=memory // 2**20 if memory is not None else None,
+        memory_used_mib=used // 2**20 if used is not None else None,
+        processes=_processes(values, notes),
         vbios=str(values.get("vbios", "")),
         architecture=ARCHITECTURES.get(get("architecture") or -1, ""),
         compute_capability=f"{cc[0]}.{cc[1]}" if len(cc) == 2 else "",
@@ -150,6 +156,29 @@ def _gpu_from_probe(index: int, fields: dict[str, Any]) -> Gpu:
         unsupported=tuple(unsupported),
         notes=tuple(notes),
     )
+
+
+def _processes(values: dict[str, Any], notes: list[str]) -> tuple[g.GpuProcess, ...] | None:
+    """The compute and graphics lists as one ("C+G" for a pid in both); None when neither
+    list was read."""
+    lists = {k: values.get(f"{k}_processes") for k in ("compute", "graphics")}
+    if not any(isinstance(v, list) for v in lists.values()):
+        return None
+    kinds: dict[int, str] = {}
+    used: dict[int, int | None] = {}
+    for kind, items in lists.items():
+        for item in items if isinstance(items, list) else ():
+            pid = item[0] if isinstance(item, list) and len(item) == 2 else None
+            if not isinstance(pid, int) or isinstance(pid, bool) or pid < 0:
+                notes.append(f"{kind}_processes: not a process: {str(item)[:60]}")
+                continue
+            letter = kind[0].upper()
+            kinds[pid] = "C+G" if kinds.get(pid, letter) != letter else letter
+            size = item[1] if isinstance(item[1], int) and item[1] >= 0 else None
+            used[pid] = (
+                max(used.get(pid) or 0, size // 2**20) if size is not None else used.get(pid)
+            )
+    return tuple(g.GpuProcess(pid, kinds[pid], "", used[pid]) for pid in sorted(kinds))
 
 
 def _nvlink_states(

@@ -20,6 +20,7 @@ from dldoctor.facts.gpu import (
     CLOCK_EVENT_REASONS,
     PROBE_FAILED,
     Gpu,
+    GpuProcess,
     NvidiaStack,
     normalise_pci_bus_id,
 )
@@ -269,6 +270,8 @@ def _gpu(index: int, el: ET.Element) -> Gpu:
         serial=r.text(el, "serial", "serial") or "",
         pci_bus_id=bus_id,
         memory_total_mib=_memory_mib(r, fb_memory),
+        memory_used_mib=_memory_mib(r, fb_memory, "used", "memory_used_mib"),
+        processes=_processes(r, el),
         vbios=r.text(el, "vbios_version", "vbios") or "",
         architecture=r.text(el, "product_architecture", "architecture") or "",
         compute_capability=_compute_capability(r, el),
@@ -344,15 +347,44 @@ def _vgpu_license(r: _Reader, el: ET.Element) -> str:
     return ": ".join(x for x in (product, status) if x)
 
 
-def _memory_mib(r: _Reader, fb_memory: ET.Element | None) -> int | None:
-    value = r.text(fb_memory, "total", "memory_total_mib")
+def _memory_mib(
+    r: _Reader, parent: ET.Element | None, tag: str = "total", field: str = "memory_total_mib"
+) -> int | None:
+    value = r.text(parent, tag, field)
     if value is None:
         return None
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMG]iB)", value, flags=re.IGNORECASE)
     if m is None:
-        r.notes.append(f"memory_total_mib: cannot read {value!r}")
+        r.notes.append(f"{field}: cannot read {value!r}")
         return None
     return round(float(m.group(1)) * _MEMORY_UNITS_MIB[m.group(2).lower()])
+
+
+MAX_PROCESSES = 512  # per GPU; a GPU holds at most a few dozen contexts
+
+
+def _processes(r: _Reader, el: ET.Element) -> tuple[GpuProcess, ...] | None:
+    """<processes><process_info> (pid, type, process_name, used_memory); an empty
+    <processes/> is "none", an absent one (older schemas, or `N/A`) None."""
+    group = el.find("processes")
+    if group is None:
+        return None
+    if len(group) == 0:
+        return () if not (group.text or "").strip() else None  # "N/A": not reported
+    found = []
+    for info in group.findall("process_info")[:MAX_PROCESSES]:
+        pid = r.integer(info, "pid", "processes")
+        if pid is None or pid < 0:
+            continue
+        found.append(
+            GpuProcess(
+                pid=pid,
+                kind=r.text(info, "type", "processes") or "",
+                name=(r.text(info, "process_name", "processes") or "")[:200],
+                used_mib=_memory_mib(r, info, "used_memory", "processes"),
+            )
+        )
+    return tuple(found)
 
 
 def _compute_capability(r: _Reader, el: ET.Element) -> str:

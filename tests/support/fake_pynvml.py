@@ -32,8 +32,15 @@ class PciInfo:
 
 
 class MemoryInfo:
-    def __init__(self, total: int):
-        self.total = total
+    # NVML's v1 `used` counts the driver's own reservation: an idle A10 on 535.129.03 says
+    # 541917184 bytes (517 MiB; mayooot/detect-gpu#3), the stand-in's idle figure.
+    def __init__(self, total: int, used: int = 517 * 2**20):
+        self.total, self.used = total, used
+
+
+class ProcessInfo:
+    def __init__(self, pid: int, used: int | None):
+        self.pid, self.usedGpuMemory = pid, used
 
 
 def h100(index: int, **overrides: Any) -> dict[str, Any]:
@@ -70,6 +77,8 @@ def h100(index: int, **overrides: Any) -> dict[str, Any]:
         "nvmlDeviceGetNvLinkErrorCounter": lambda link, counter: 0,
         "nvmlDeviceGetTotalEccErrors": lambda err_type, counter: 0,
         "nvmlDeviceGetVirtualizationMode": pynvml.NVML_GPU_VIRTUALIZATION_MODE_NONE,
+        "nvmlDeviceGetComputeRunningProcesses": [],  # an idle node
+        "nvmlDeviceGetGraphicsRunningProcesses": [],
     }
     script.update(overrides)
     return script

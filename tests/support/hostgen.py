@@ -21,7 +21,15 @@ from dldoctor.facts.limits import SYSTEMD_DEFAULTS_ARGV, SYSTEMD_UNITS_ARGV
 from dldoctor.facts.system import PATH_PYTHON_ARGV
 from dldoctor.nvml_probe import collect
 from tests.support.bundlebuilder import BundleBuilder
-from tests.support.fake_pynvml import NOT_SUPPORTED, Err, FakeNvml, MemoryInfo, PciInfo, h100
+from tests.support.fake_pynvml import (
+    NOT_SUPPORTED,
+    Err,
+    FakeNvml,
+    MemoryInfo,
+    PciInfo,
+    ProcessInfo,
+    h100,
+)
 from tests.support.paths import FIXTURES, HOSTS
 
 UBUNTU_2204 = """PRETTY_NAME="Ubuntu 22.04.4 LTS"
@@ -516,6 +524,7 @@ def gpu_server(
     driver: tuple[str, int] = ("550.54.15", 12040),
     vbios: dict[int, str] | None = None,
     hca_fw: tuple[str, str] = ("28.39.1002",) * 2,
+    gpu_overrides: dict[int, dict] | None = None,
 ) -> None:
     """An HGX H100 server: 8 GPUs, each behind its own PCIe Gen5 switch, a ConnectX-7 beside
     GPUs 0 and 4, four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver.
@@ -664,6 +673,8 @@ def gpu_server(
         boards[i]["nvmlDeviceGetNvLinkErrorCounter"] = lambda link, kind, c=counts: c.get(
             (link, kind), 0
         )
+    for i, overrides in (gpu_overrides or {}).items():
+        boards[i].update(overrides)
     nvml(b, FakeNvml(boards, driver=driver[0], cuda=driver[1]))
     state = fabricmanager + "\n"
     b.command(
@@ -943,6 +954,57 @@ def hgx_h100x8_driver535(b: BundleBuilder) -> None:
     gpu_server(b, "hgx-h100-20", driver=("535.161.08", 12020))
 
 
+def hgx_h100x8_orphan_memory(b: BundleBuilder) -> None:
+    """A job killed mid-teardown left 41 GiB on GPU 5 that no process owns (the driver lists
+    none, nothing but nvidia-persistenced holds /dev/nvidia5), and a stray python process
+    holds 1.2 GiB on GPU 2: what a Slurm prolog must catch before the next job."""
+    held = 41_216 * 2**20
+    gpu_server(b, "hgx-h100-23", gpu_overrides={
+        5: {"nvmlDeviceGetMemoryInfo": MemoryInfo(81559 * 2**20, held)},
+        2: {"nvmlDeviceGetMemoryInfo": MemoryInfo(81559 * 2**20, 1_753 * 2**20),
+            "nvmlDeviceGetComputeRunningProcesses": [ProcessInfo(48213, 1_236 * 2**20)]},
+    })  # fmt: skip
+    for index in range(8):  # the driver's table: minor = index on this board
+        bus = f"0000:{0x18 + 0x10 * index:02x}:00.0"
+        b.file(f"/proc/driver/nvidia/gpus/{bus}/information",
+               f"Model: \t\t NVIDIA H100 80GB HBM3\nBus Location: \t {bus}\n"
+               f"Device Minor: \t {index}\n")  # fmt: skip
+    every = [f"/dev/nvidia{i}" for i in range(8)]
+    b.probe("gpu_users", {"users": [
+        {"pid": 2210, "user": "root", "uid": 0, "name": "nvidia-persiste",
+         "command": "/usr/bin/nvidia-persistenced --user nvidia-persistenced", "devices": every},
+        {"pid": 48213, "user": "user1042", "uid": 1042, "name": "python",
+         "command": "python train.py --config configs/llama-7b.yaml", "devices": ["/dev/nvidia2"]},
+    ], "unseen": 0, "prefix": "/dev/nvidia"})  # fmt: skip
+
+
+NODE_KERNEL = "5.15.0-105-generic"  # base_host's release
+
+
+def hgx_h100x8_k8s_driver_conflict(b: BundleBuilder) -> None:
+    """A Kubernetes GPU node under the GPU Operator, ready on every count but one: the
+    operator's driver container runs beside the NVIDIA driver the host still has installed
+    (DKMS modules for the running kernel), a node that breaks at its next reboot."""
+    gpu_server(b, "hgx-h100-k8s-04")
+    for name in ("config.yaml", "pods/.keep", "plugins_registry/.keep"):
+        b.file(f"/var/lib/kubelet/{name}", "")
+    for name in ("kubelet.sock", "nvidia-gpu.sock", "kubelet_internal_checkpoint"):
+        b.file(f"/var/lib/kubelet/device-plugins/{name}", "")
+    kube = FIXTURES / "kubernetes"
+    b.file("/etc/containerd/config.toml", (kube / "containerd-v2-toolkit-test-no-nvidia.toml")
+           .read_text())  # fmt: skip
+    b.file("/etc/containerd/conf.d/99-nvidia.toml",
+           (kube / "containerd-v2-nvidia-ctk-installer-cdi.toml").read_text())  # fmt: skip
+    b.file("/run/nvidia/validations/driver-ready",
+           (kube / "driver-ready-driver-container").read_text())  # fmt: skip
+    for name in ("toolkit-ready", "cuda-ready", "plugin-ready", ".driver-ctr-ready"):
+        b.file(f"/run/nvidia/validations/{name}", "")
+    b.file("/run/nvidia/driver/usr/bin/nvidia-smi", "")
+    b.file(
+        f"/lib/modules/{NODE_KERNEL}/modules.dep", (kube / "modules.dep-nvidia-dkms").read_text()
+    )
+
+
 def docker_h100_devshm_64m(b: BundleBuilder) -> None:
     """A training container started without --shm-size or --ipc=host: 64 MiB /dev/shm."""
     base_host(b, "7c1e2b9a4d10", 2048)
@@ -1096,6 +1158,8 @@ SCENARIOS = {
     "hgx-h100x8-memlock-64k": hgx_h100x8_memlock_64k,
     "hgx-h100x8-default-limits": hgx_h100x8_default_limits,
     "docker-h100-devshm-64m": docker_h100_devshm_64m,
+    "hgx-h100x8-orphan-memory": hgx_h100x8_orphan_memory,
+    "hgx-h100x8-k8s-driver-conflict": hgx_h100x8_k8s_driver_conflict,
     "hgx-h100x8-ib-init": hgx_h100x8_ib_init,
     "hgx-h100x8-roce-mtu1500": hgx_h100x8_roce_mtu1500,
     "hgx-h100x8-roce-mtu-unset": hgx_h100x8_roce_mtu_unset,
