@@ -7,10 +7,9 @@ Operator's validation markers, and one NVIDIA driver rather than two. A host wit
 from __future__ import annotations
 
 from dldoctor.facts import FactFailed, Facts
+from dldoctor.facts.container import CONTAINERD_CONFIGS, CRIO_CONFIG, CRIO_DROP_INS
 from dldoctor.facts.kubernetes import (
-    CONTAINERD_CONFIGS,
     CORE_MARKERS,
-    CRIO_CONFIGS,
     DEVICE_PLUGINS,
     DRIVER_ROOT,
     KUBELET,
@@ -101,13 +100,13 @@ def device_plugin(facts: Facts, policy: Policy) -> Outcome:
 def _config_lines(node: Kubernetes) -> list[str]:
     lines = []
     for c in node.configs:
-        if c.error:
-            lines.append(f"{c.path}: not valid TOML ({c.error})")
+        lines += c.errors
+        if not c.files:
             continue
-        said = ", ".join(c.handlers) or "none"
-        default = f"; default {c.default}" if c.default else ""
-        cdi = "; CDI enabled" if c.cdi else ""
-        lines.append(f"{c.path} ({c.runtime}): handlers {said}{default}{cdi}")
+        said = ", ".join(r.handler for r in c.runtimes) or "none"
+        default = f"; default {c.default_runtime}" if c.default_runtime else ""
+        cdi = "; CDI enabled" if c.cdi_enabled else ""
+        lines.append(f"{c.engine} ({', '.join(c.files)}): handlers {said}{default}{cdi}")
     return lines + list(node.unread)
 
 
@@ -126,21 +125,22 @@ def runtime_handler(facts: Facts, policy: Policy) -> Outcome:
     or CRI-O's config, drop-ins included."""
     node = facts.get(kubernetes_node)
     lines = _config_lines(node)
-    broken = [c for c in node.configs if c.error]
+    broken = [e for c in node.configs for e in c.errors]
     nvidia_handlers = [h for h in node.handlers if h.startswith("nvidia")]
     if broken:
-        return warned(f"{broken[0].path} is not valid TOML", lines)
+        return warned(f"a container runtime's config does not parse: {broken[0]}", lines)
     if nvidia_handlers:
-        where = sorted({c.path for c in node.configs if set(c.handlers) & set(nvidia_handlers)})
+        where = sorted({r.source for c in node.configs for r in c.runtimes
+                        if r.handler in nvidia_handlers})  # fmt: skip
         return passed(f"runtime handler {', '.join(nvidia_handlers)} in {', '.join(where)}", lines)
     if not gpu_node(facts):
         return skipped(f"{NO_GPU}; no nvidia runtime handler", lines)
-    if not node.configs:
-        looked = ", ".join((*CONTAINERD_CONFIGS, *CRIO_CONFIGS))
+    if not any(c.present for c in node.configs):
+        looked = ", ".join((*CONTAINERD_CONFIGS, CRIO_CONFIG, f"{CRIO_DROP_INS}/*"))
         if node.unread:
             return errored("the container runtime's config could not be read", lines)
         return skipped(f"no containerd or CRI-O config found (looked at {looked})")
-    if any(c.cdi for c in node.configs):
+    if any(c.cdi_enabled for c in node.configs):
         return warned("no nvidia runtime handler; CDI is enabled, which serves a device "
                       "plugin that injects GPUs by CDI, but not the RuntimeClass `nvidia`",
                       lines)  # fmt: skip

@@ -14,7 +14,6 @@ from dldoctor.facts.kubernetes import (
     kubernetes_node,
     nvidia_modules,
     parse_driver_ready,
-    parse_runtime_config,
 )
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.pci import PciBus, pci_devices
@@ -70,20 +69,32 @@ def live(tmp_path, files: dict[str, str]) -> LiveHost:
     return LiveHost(str(tree(tmp_path / "root", files)))
 
 
-def test_the_toolkits_containerd_config_declares_the_nvidia_handlers():
-    config = parse_runtime_config("/etc/containerd/config.toml", "containerd", NVIDIA_CTK)
-    assert config.handlers == ("nvidia", "nvidia-cdi", "nvidia-legacy")
-    assert (config.default, config.cdi, config.error) == ("nvidia", True, "")
-    plain = parse_runtime_config("/etc/containerd/config.toml", "containerd", NO_NVIDIA)
-    assert (plain.handlers, plain.default, plain.cdi) == (("runc",), "runc", False)
+def handlers_of(tmp_path, path: str, text: str):
+    """(containerd's, CRI-O's) configs as the node fact reads them (the container facts)."""
+    host = live(tmp_path / path.strip("/").replace("/", "-"), node(tmp_path, **{path: text}))
+    return Facts(host).get(kubernetes_node).configs
+
+
+def test_the_toolkits_containerd_config_declares_the_nvidia_handlers(tmp_path):
+    containerd, _ = handlers_of(tmp_path, "/etc/containerd/config.toml", NVIDIA_CTK)
+    assert [r.handler for r in containerd.runtimes] == ["nvidia", "nvidia-cdi", "nvidia-legacy"]
+    assert (containerd.default_runtime, containerd.cdi_enabled, containerd.errors) == (
+        "nvidia", True, ())  # fmt: skip
+    plain, _ = handlers_of(tmp_path, "/etc/containerd/config.toml", NO_NVIDIA)
+    assert [r.handler for r in plain.runtimes] == ["runc"] and plain.default_runtime == "runc"
     # containerd 2.x (config version 3) and CRI-O name the handler table alike.
-    v3 = parse_runtime_config("c", "containerd", "version = 3\n[plugins.'io.containerd.cri.v1"
-                              ".runtime'.containerd.runtimes.nvidia]\nruntime_type = 'x'\n")  # fmt: skip
-    crio = parse_runtime_config("c", "cri-o", '[crio.runtime]\ndefault_runtime = "nvidia"\n'
-                                '[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/x"\n')  # fmt: skip
-    assert v3.handlers == ("nvidia",) and (crio.handlers, crio.default) == (("nvidia",), "nvidia")
-    broken = parse_runtime_config("c", "containerd", NVIDIA_CTK[: len(NVIDIA_CTK) // 3] + '"')
-    assert broken.error and broken.handlers == ()
+    v3, _ = handlers_of(tmp_path, "/etc/containerd/config.toml", "version = 3\n[plugins."
+                        "'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\n"
+                        "runtime_type = 'x'\n")  # fmt: skip
+    _, crio = handlers_of(tmp_path, "/etc/crio/crio.conf.d/99-nvidia.conf",
+                          '[crio.runtime]\ndefault_runtime = "nvidia"\n'
+                          '[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/x"\n')  # fmt: skip
+    assert [r.handler for r in v3.runtimes] == ["nvidia"]
+    assert ([r.handler for r in crio.runtimes], crio.default_runtime) == (["nvidia"], "nvidia")
+    broken, _ = handlers_of(tmp_path, "/etc/containerd/config.toml",
+                            NVIDIA_CTK[: len(NVIDIA_CTK) // 3] + '"')  # fmt: skip
+    assert broken.errors and "/etc/containerd/config.toml" in broken.errors[0]
+    assert not broken.runtimes
 
 
 def test_driver_ready_and_modules_dep():
@@ -114,7 +125,9 @@ def test_a_ready_operator_node_passes(tmp_path):
         tmp_path,
         **{
             "/var/lib/kubelet/device-plugins/nvidia-gpu.sock": "",
-            "/etc/containerd/config.toml": NO_NVIDIA,
+            # containerd reads the drop-in because its main config imports conf.d.
+            "/etc/containerd/config.toml": (FIXTURES / "container"
+                                            / "containerd-v2-nvidia-ctk-main.toml").read_text(),
             "/etc/containerd/conf.d/99-nvidia.toml": NVIDIA_CTK,
             "/run/nvidia/driver/usr/bin/nvidia-smi": "",
             "/run/nvidia/validations/driver-ready": (
@@ -216,3 +229,11 @@ def test_garbage_where_the_kubelet_folder_is_missing_makes_no_node(tmp_path):
     garbled = FaultyHost(inner, "garbage", lambda op, key: key == "/var/lib/kubelet")
     verdicts = judge(facts_of(garbled))
     assert {s for s, _ in verdicts.values()} == {Status.SKIP}
+
+
+def test_a_drop_in_the_main_config_does_not_import_declares_nothing(tmp_path):
+    # containerd reads conf.d only where its config's `imports` names it: a drop-in
+    # beside a config without that line is a handler containerd never sees.
+    files = node(tmp_path, **{"/etc/containerd/config.toml": NO_NVIDIA,
+                              "/etc/containerd/conf.d/99-nvidia.toml": NVIDIA_CTK})  # fmt: skip
+    assert judge(facts_of(live(tmp_path, files)))["runtime_handler"][0] == Status.FAIL

@@ -33,6 +33,7 @@ from dldoctor.cudacompat import judge
 from dldoctor.facts import (
     acs,
     amd,
+    container,
     cpu,
     cudalibs,
     frameworks,
@@ -99,10 +100,21 @@ PARSERS: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "parse_ethtool_info": (net.parse_ethtool_info, ("ethtool/*.txt",)),
     "strip_comments": (gds.strip_comments, ("gds/cufile-*.json",)),
     "parse_cufile": (gds.parse_cufile, ("gds/cufile-*.json",)),
-    "parse_runtime_config": (
-        lambda text: kubernetes.parse_runtime_config("config.toml", "containerd", text),
-        ("kubernetes/containerd-*.toml",),
+    "parse_toml": (
+        lambda text: container.parse_toml("config.toml", text),
+        ("kubernetes/containerd-*.toml", "container/*.toml"),
     ),
+    "parse_json_config": (
+        lambda text: container.parse_json_config("daemon.json", text),
+        ("container/docker-daemon-*.json",),
+    ),
+    "parse_cdi": (lambda text: container.parse_cdi("nvidia.yaml", text), ("container/cdi-*",)),
+    "parse_cdi_yaml": (
+        lambda text: container.parse_cdi_yaml("nvidia.yaml", text),
+        ("container/cdi-*.yaml",),
+    ),
+    "parse_cdi_json": (lambda text: container.parse_cdi_json("nvidia.json", text), ()),
+    "parse_tool_version": (container.parse_tool_version, ()),
     "parse_driver_ready": (kubernetes.parse_driver_ready, ("kubernetes/driver-ready-*",)),
     "parse_gdscheck": (gds.parse_gdscheck, ("gds/gdscheck-*.txt",)),
     "parse_stats": (gds.parse_stats, ("gds/nvidia-fs-stats-*.txt",)),
@@ -250,6 +262,8 @@ SEEDS = {
     "parse_systemctl_show": "LimitNOFILE=524288\nLimitMEMLOCK=infinity\n\nLimitNOFILE=1024\n",
     "systemd_limit": "8388608",
     "parse_link_speed": "16.0 GT/s PCIe",
+    "parse_cdi_json": '{"cdiVersion":"0.5.0","kind":"nvidia.com/gpu","devices":[{"name":"0"}]}',
+    "parse_tool_version": "NVIDIA Container Toolkit CLI version 1.17.8\ncommit: f202b80\n",
     "parse_link_width": "x16",
     "parse_aer_counters": "RxErr 0\nBadTLP 2\nTOTAL_ERR_COR 2\n",
     "parse_upstream": "../../../devices/pci0000:00/0000:00:01.0/0000:3b:00.0",
@@ -411,9 +425,9 @@ def test_entry_point_is_linear(name):
         # best of several: one run of either size can lose a time slice on a busy machine
         t_small = max(_seconds(parse, small[i], 3), FLOOR_S)
         t_large = _seconds(parse, large[i], 2)
-        assert t_large < MAX_LARGE_S and t_large / t_small < MAX_RATIO, (
-            f"on {large[i][:20]!r}...: {t_small:.4f}s at {SMALL}, {t_large:.4f}s at {LARGE}"
-        )
+        assert (
+            t_large < MAX_LARGE_S and t_large / t_small < MAX_RATIO
+        ), f"on {large[i][:20]!r}...: {t_small:.4f}s at {SMALL}, {t_large:.4f}s at {LARGE}"
 
 
 def test_key_facts_of_a_deep_or_huge_inventory():

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 from dldoctor.facts import FactContext, fact
 from dldoctor.facts.reading import describe_in_full, load_json
 from dldoctor.host.base import Answer, AnswerStatus, ProbeFailed
+from dldoctor.tomllines import shape_problem
 
 CONFIG_MAX_BYTES = 1 << 20  # a containerd config.toml with every plugin written out: ~20 KiB
 SPEC_MAX_BYTES = 4 << 20  # a CDI spec for 8 GPUs with MIG profiles: a few hundred KiB
@@ -78,7 +79,7 @@ ENGINE_VERSIONS = {
 }
 
 
-def toml_loads(text: str) -> dict[str, Any]:
+def _toml_loads(text: str) -> dict[str, Any]:
     from dldoctor.policy import toml_parser
 
     return toml_parser().loads(text)
@@ -142,8 +143,13 @@ def list_dir(ctx: FactContext, path: str, notes: list[str]) -> tuple[str, ...] |
 
 
 def parse_toml(path: str, text: str) -> ConfigFile:
+    # tomllib's time on deep nesting and long dotted keys is not linear: such a text is
+    # refused first, as the policy loader does.
+    shape = shape_problem(text)
+    if shape:
+        return ConfigFile(path, None, f"{path} is not read: {shape}")
     try:
-        data = toml_loads(text)
+        data = _toml_loads(text)
     except ValueError as exc:  # TOMLDecodeError is one; its message names line and column
         return ConfigFile(path, None, f"{path} is not valid TOML: {str(exc)[:160]}")
     except RecursionError:

@@ -17,24 +17,21 @@ Names and places are the projects' own:
   /etc/containerd/conf.d/99-nvidia.toml, /etc/crio/crio.conf.d/99-nvidia.conf
   (controllers/object_controls.go); k3s and RKE2 keep containerd's under /var/lib/rancher.
 
-The runtime configs are TOML; a handler is any table under a `runtimes` table
-(containerd 1.x/2.x `plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia`,
-containerd 2.x `plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia`, CRI-O
-`crio.runtime.runtimes.nvidia`), so every schema version reads alike.
+The runtime configs are read once, by the container facts (doctor/facts/container.py:
+containerd's every schema with its imports, k3s's and RKE2's, CRI-O's drop-ins), whose
+handlers are what a RuntimeClass names.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
-
-import tomllib
+from typing import NamedTuple
 
 from dldoctor.facts import FactContext, FactFailed, fact
+from dldoctor.facts.container import EngineConfig, containerd_config, crio_config
 from dldoctor.facts.reading import describe_in_full
 from dldoctor.facts.system import kernel
 from dldoctor.host.base import AnswerStatus, ProbeFailed
-from dldoctor.tomllines import shape_problem
 
 KUBELET = "/var/lib/kubelet"
 DEVICE_PLUGINS = f"{KUBELET}/device-plugins"
@@ -49,17 +46,7 @@ DRIVER_ROOT = "/run/nvidia/driver"
 # What a node whose GPUs the operator runs has once it is ready (the validator's
 # driver, toolkit, cuda and plugin steps); the others depend on the components enabled.
 CORE_MARKERS = ("driver-ready", "toolkit-ready", "cuda-ready", "plugin-ready")
-CONTAINERD_CONFIGS = (
-    "/etc/containerd/config.toml",
-    "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
-    "/var/lib/rancher/rke2/agent/etc/containerd/config.toml",
-)
-CONTAINERD_DROP_INS = "/etc/containerd/conf.d"
-CRIO_CONFIGS = ("/etc/crio/crio.conf", "/etc/crio/config.toml")
-CRIO_DROP_INS = "/etc/crio/crio.conf.d"
-CONFIG_MAX_BYTES = 1 << 20  # a containerd config is a few KiB
 MODULES_DEP_MAX_BYTES = 8 << 20  # modules.dep of a distribution kernel: about 1 MiB
-DROP_INS_READ = 32
 # A module of the NVIDIA driver in modules.dep: "updates/dkms/nvidia.ko.zst: ..." (DKMS),
 # "kernel/drivers/video/nvidia.ko:" (a distribution's precompiled package).
 _NVIDIA_KO = re.compile(r"^(\S*/)?nvidia\.ko(?:\.(?:xz|gz|zst))?:", re.MULTILINE)
@@ -77,19 +64,10 @@ class Listing(NamedTuple):
         return self.names is not None
 
 
-class RuntimeConfig(NamedTuple):
-    path: str
-    runtime: str  # "containerd" or "cri-o"
-    handlers: tuple[str, ...] = ()  # every runtime handler the file declares
-    default: str = ""  # default_runtime_name (containerd) / default_runtime (CRI-O)
-    error: str = ""  # not valid TOML: why
-    cdi: bool = False  # enable_cdi = true: devices named by CDI specs, no runtime needed
-
-
 class Kubernetes(NamedTuple):
     kubelet: Listing  # /var/lib/kubelet
     device_plugins: Listing = Listing(None)
-    configs: tuple[RuntimeConfig, ...] = ()
+    configs: tuple[EngineConfig, ...] = ()  # containerd's and CRI-O's
     unread: tuple[str, ...] = ()  # runtime configs or folders that could not be read
     validations: Listing = Listing(None)
     driver_ready: tuple[tuple[str, str], ...] = ()  # driver-ready's KEY=VALUE lines
@@ -109,7 +87,7 @@ class Kubernetes(NamedTuple):
 
     @property
     def handlers(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(h for c in self.configs for h in c.handlers))
+        return tuple(dict.fromkeys(r.handler for c in self.configs for r in c.runtimes))
 
 
 def _listing(ctx: FactContext, path: str) -> Listing:
@@ -134,49 +112,6 @@ def _text(ctx: FactContext, path: str, limit: int, unread: list[str]) -> str | N
     return None
 
 
-def _runtimes(node: Any, depth: int = 0) -> list[str]:
-    """The names of the tables under every `runtimes` table in a parsed config."""
-    found: list[str] = []
-    if not isinstance(node, dict) or depth > 12:
-        return found
-    for key, value in node.items():
-        if key == "runtimes" and isinstance(value, dict):
-            found += [str(k) for k, v in value.items() if isinstance(v, dict)]
-        else:
-            found += _runtimes(value, depth + 1)
-    return found
-
-
-def _setting(node: Any, *names: str, depth: int = 0) -> Any:
-    """The first value of a key of `names` anywhere in a parsed config; None if none."""
-    if not isinstance(node, dict) or depth > 12:
-        return None
-    for key, value in node.items():
-        if key in names and not isinstance(value, dict):
-            return value
-        inner = _setting(value, *names, depth=depth + 1)
-        if inner is not None:
-            return inner
-    return None
-
-
-def parse_runtime_config(path: str, runtime: str, text: str) -> RuntimeConfig:
-    """The handlers a containerd or CRI-O config declares; never raises."""
-    # tomllib's time on deep nesting and long dotted keys is not linear: refused first,
-    # as the policy loader does.
-    shape = shape_problem(text)
-    if shape:
-        return RuntimeConfig(path, runtime, error=f"not read: {shape}")
-    try:
-        doc = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError, ValueError) as exc:
-        return RuntimeConfig(path, runtime, error=" ".join(str(exc).split())[:200])
-    names = ("default_runtime_name",) if runtime == "containerd" else ("default_runtime",)
-    handlers = tuple(dict.fromkeys(_runtimes(doc)))
-    cdi = _setting(doc, "enable_cdi") is True
-    return RuntimeConfig(path, runtime, handlers, str(_setting(doc, *names) or ""), cdi=cdi)
-
-
 def parse_driver_ready(text: str) -> tuple[tuple[str, str], ...]:
     """driver-ready's `IS_HOST_DRIVER=false` lines (the validator's createStatusFile)."""
     pairs = []
@@ -192,25 +127,6 @@ def nvidia_modules(modules_dep: str) -> tuple[str, ...]:
     return tuple(m.group(0).rstrip(":") for m in _NVIDIA_KO.finditer(modules_dep))[:8]
 
 
-def _configs(ctx: FactContext, unread: list[str]) -> list[RuntimeConfig]:
-    wanted = [(p, "containerd") for p in CONTAINERD_CONFIGS] + [(p, "cri-o") for p in CRIO_CONFIGS]
-    for folder, runtime, suffix in (
-        (CONTAINERD_DROP_INS, "containerd", ".toml"),
-        (CRIO_DROP_INS, "cri-o", ".conf"),
-    ):
-        seen = _listing(ctx, folder)
-        if seen.why:
-            unread.append(seen.why)
-        names = sorted(n for n in seen.names or () if n.endswith(suffix))
-        wanted += [(f"{folder}/{n}", runtime) for n in names[:DROP_INS_READ]]
-    found = []
-    for path, runtime in wanted:
-        text = _text(ctx, path, CONFIG_MAX_BYTES, unread)
-        if text is not None:
-            found.append(parse_runtime_config(path, runtime, text))
-    return found
-
-
 @fact("kubernetes.node")
 def kubernetes_node(ctx: FactContext) -> Kubernetes:
     """What the node shows of Kubernetes and the NVIDIA GPU Operator; on a host without
@@ -218,9 +134,8 @@ def kubernetes_node(ctx: FactContext) -> Kubernetes:
     kubelet = _listing(ctx, KUBELET)
     if not Kubernetes(kubelet).node:
         return Kubernetes(kubelet)
-    unread: list[str] = []
     notes: list[str] = []
-    configs = _configs(ctx, unread)
+    configs = (ctx.get(containerd_config), ctx.get(crio_config))
     validations = _listing(ctx, VALIDATIONS)
     ready: tuple[tuple[str, str], ...] = ()
     if "driver-ready" in (validations.names or ()):
@@ -247,8 +162,8 @@ def kubernetes_node(ctx: FactContext) -> Kubernetes:
     return Kubernetes(
         kubelet=kubelet,
         device_plugins=_listing(ctx, DEVICE_PLUGINS),
-        configs=tuple(configs),
-        unread=tuple(unread),
+        configs=configs,
+        unread=tuple(n for c in configs for n in c.notes),
         validations=validations,
         driver_ready=ready,
         driver_root=_listing(ctx, DRIVER_ROOT),

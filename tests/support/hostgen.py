@@ -991,10 +991,16 @@ def hgx_h100x8_k8s_driver_conflict(b: BundleBuilder) -> None:
     for name in ("kubelet.sock", "nvidia-gpu.sock", "kubelet_internal_checkpoint"):
         b.file(f"/var/lib/kubelet/device-plugins/{name}", "")
     kube = FIXTURES / "kubernetes"
-    b.file("/etc/containerd/config.toml", (kube / "containerd-v2-toolkit-test-no-nvidia.toml")
-           .read_text())  # fmt: skip
+    # The main config imports conf.d (as nvidia-ctk's drop-in mode leaves it): containerd
+    # reads no drop-in that `imports` does not name.
+    b.file("/etc/containerd/config.toml",
+           (FIXTURES / "container" / "containerd-v2-nvidia-ctk-main.toml").read_text())  # fmt: skip
     b.file("/etc/containerd/conf.d/99-nvidia.toml",
            (kube / "containerd-v2-nvidia-ctk-installer-cdi.toml").read_text())  # fmt: skip
+    # The operator's toolkit container installs the runtimes on the host, where the
+    # drop-in names them.
+    for suffix in ("", ".cdi", ".legacy"):
+        b.file(f"/usr/local/nvidia/toolkit/nvidia-container-runtime{suffix}", b"\x7fELF")
     b.file("/run/nvidia/validations/driver-ready",
            (kube / "driver-ready-driver-container").read_text())  # fmt: skip
     for name in ("toolkit-ready", "cuda-ready", "plugin-ready", ".driver-ctr-ready"):
