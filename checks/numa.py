@@ -82,6 +82,7 @@ def locality(facts: Facts, policy: Policy) -> Outcome:
                 f"GPU {gpu.address} shares NUMA node {gpu.numa_node} with NIC {', '.join(same)}"
             )
     nowhere = [f"pci:{d.address}" for d in devices if d.numa_node is None]
+    far = far_from_rails(gpus, nics)
     if unknown and facts.get(container).virtualization:
         return passed(
             f"{len(gpus)} GPU(s) in a VM that does not expose NUMA locality", unknown + table
@@ -92,9 +93,41 @@ def locality(facts: Facts, policy: Policy) -> Outcome:
             unknown + table,
             subjects=nowhere,
         )
+    if far:
+        rails = sorted({n.numa_node for n in nics if is_rail(n)})
+        return warned(
+            f"{len(far)} GPU(s) with no RDMA NIC on their NUMA node (the NICs are on node(s) "
+            f"{', '.join(map(str, rails))}): their GPUDirect RDMA traffic crosses the "
+            "socket link",
+            [f"GPU {g.address} on NUMA node {g.numa_node}: no RDMA NIC there" for g in far] + table,
+            remediation="Put an RDMA NIC on each socket that holds GPUs (the vendor's "
+            "reference layout pairs each GPU with a NIC under one PCIe switch); until then "
+            "NCCL sends those GPUs' traffic to a NIC across the socket link, or with PXN "
+            "through a peer GPU on the NIC's socket.",
+            subjects=[f"pci:{g.address}" for g in far]
+            + [f"pci:{n.address}" for n in nics if is_rail(n)],
+        )
     return passed(
         f"{len(gpus)} GPU(s) over {len(topo.cpu_nodes)} NUMA nodes; binding in details", table
     )
+
+
+# Mellanox / NVIDIA networking: the ConnectX and BlueField adapters that carry the RDMA
+# rails of GPU clusters, in InfiniBand or in Ethernet (RoCE) mode. Other vendors' Ethernet
+# NICs are mostly the management port, which belongs on any socket.
+RAIL_VENDORS = frozenset({"15b3"})
+
+
+def is_rail(nic: PcieLink) -> bool:
+    return kind(nic) == "InfiniBand NIC" or nic.vendor in RAIL_VENDORS
+
+
+def far_from_rails(gpus: list[PcieLink], nics: list[PcieLink]) -> list[PcieLink]:
+    """The GPUs on a NUMA node that holds none of the host's RDMA NICs (none without any)."""
+    rails = {n.numa_node for n in nics if is_rail(n) and n.numa_node is not None}
+    if not rails:
+        return []
+    return [g for g in gpus if g.numa_node is not None and g.numa_node not in rails]
 
 
 @check(

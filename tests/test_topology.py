@@ -93,6 +93,23 @@ def test_the_switch_with_acs_redirect_in_the_p2p_path_is_marked():
     assert links(root)["0000:16:00.0"].get("data-status") == "ok"
 
 
+def test_the_gpus_on_the_socket_without_a_nic_are_marked_with_the_far_nics():
+    # Both ConnectX-7s under the first socket: GPUs 4-7 reach the fabric across it.
+    _, findings, root, tree = picture("hgx-h100x8-nic-far-socket")
+    locality = next(f for f in findings if f.id == "numa.locality")
+    assert locality.status == Status.WARN and locality.summary.startswith("4 GPU(s) with no RDMA")
+    gpus = {g.get("data-addr"): g.get("data-status") for g in parts(root, "gpu")}
+    far = {"0000:58:00.0", "0000:68:00.0", "0000:78:00.0", "0000:88:00.0"}
+    assert {a for a, status in gpus.items() if status == "warn"} == far
+    nics = {g.get("data-addr"): g.get("data-status") for g in parts(root) if
+            g.get("data-addr") in ("0000:19:00.0", "0000:29:00.0")}  # fmt: skip
+    assert nics == {"0000:19:00.0": "warn", "0000:29:00.0": "warn"}
+    assert "GPU 4  0000:58:00.0" in tree and "! numa.locality" in tree
+    # The same GPUs with a NIC on each socket (the healthy board) are not marked.
+    _, findings, _, _ = picture("hgx-h100x8-healthy")
+    assert next(f for f in findings if f.id == "numa.locality").status == Status.PASS
+
+
 def test_a_healthy_hgx_has_nothing_marked_and_fits_1280_px():
     topo, _, root, tree = picture("hgx-h100x8-healthy")
     assert {g.get("data-status") for g in parts(root)} == {"ok"}

@@ -525,9 +525,10 @@ def gpu_server(
     vbios: dict[int, str] | None = None,
     hca_fw: tuple[str, str] = ("28.39.1002",) * 2,
     gpu_overrides: dict[int, dict] | None = None,
+    nic_switches: tuple[int, int] = (0, 4),
 ) -> None:
     """An HGX H100 server: 8 GPUs, each behind its own PCIe Gen5 switch, a ConnectX-7 beside
-    GPUs 0 and 4, four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver.
+    GPUs 0 and 4 (`nic_switches`: the GPUs whose switches hold the two), four NVSwitches, two sockets, RDMA, Fabric Manager, R550 driver.
 
     `gpus` beyond 8 repeats that board in PCI domains 0001, 0002, ... (the benchmarks'
     large replays); the fixture hosts keep 8."""
@@ -599,7 +600,7 @@ def gpu_server(
                 f"available PCIe bandwidth, limited by 32.0 GT/s PCIe x8 link at {down} "
                 "(capable of 504.112 Gb/s with 32.0 GT/s PCIe x16 link)"
             )
-        if j in (0, 4):  # a ConnectX-7 on a second port of the GPU's switch
+        if j in nic_switches:  # a ConnectX-7 on a second port of the GPU's switch
             nic_port, nic = f"{domain:04x}:{bus - 1:02x}:01.0", f"{domain:04x}:{bus + 1:02x}:00.0"
             pci_device(
                 b,
@@ -645,7 +646,7 @@ def gpu_server(
     )
     b.command(list(LSPCI_ARGV), "".join(lspci))
     for i, name in enumerate(("mlx5_0", "mlx5_1")):
-        pci = f"0000:{0x19 + 0x40 * i:02x}:00.0"  # the ConnectX-7 beside GPU 0, and GPU 4
+        pci = f"0000:{0x19 + 0x10 * nic_switches[i]:02x}:00.0"  # beside GPU 0, and GPU 4
         if roce_mtu:  # a RoCE fabric: Ethernet link layer, GIDs, the netdev's MTU matters
             v2 = roce_addressed or roce_mtu >= 4200
             ipv4 = f"10.10.10.{11 + i}"
@@ -695,6 +696,12 @@ def hgx_h100x8_healthy(b: BundleBuilder) -> None:
 def hgx_h100x8_gpu3_x8(b: BundleBuilder) -> None:
     """GPU 3 trained down to x8: a half-seated card or a bad riser."""
     gpu_server(b, "hgx-h100-02", narrow_gpu=3)
+
+
+def hgx_h100x8_nic_far_socket(b: BundleBuilder) -> None:
+    """Both ConnectX-7s in the first socket's switches (beside GPUs 0 and 1): GPUs 4-7 on
+    the second socket reach the fabric only across the socket link."""
+    gpu_server(b, "hgx-h100-25", nic_switches=(0, 1))
 
 
 def hgx_h100x8_gpu_missing(b: BundleBuilder) -> None:
@@ -1158,6 +1165,7 @@ def vm_a100_vgpu_guest(b: BundleBuilder) -> None:
 SCENARIOS = {
     "hgx-h100x8-healthy": hgx_h100x8_healthy,
     "hgx-h100x8-gpu3-x8": hgx_h100x8_gpu3_x8,
+    "hgx-h100x8-nic-far-socket": hgx_h100x8_nic_far_socket,
     "hgx-h100x8-gpu-missing": hgx_h100x8_gpu_missing,
     "hgx-h100x8-acs-redirect": hgx_h100x8_acs_redirect,
     "hgx-h100x8-ram-512g": hgx_h100x8_ram_512g,
