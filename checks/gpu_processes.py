@@ -3,7 +3,7 @@ a job, wants to know.
 
 Two sources say who holds a GPU: the driver's own lists of the processes with a context
 on it (NVML's running-process calls, nvidia-smi's <processes>), and the processes with its
-/dev/nvidia<minor> open (the `gpu_users` probe, dldoctor.active.gpus). Memory in use above
+/dev/nvidia<minor> open (the `gpu_users` probe, dldoctor.facts.gpuusers). Memory in use above
 `gpu.orphan_memory_mib` that neither names an owner of is held by nobody: a context leaked
 by a job killed mid-teardown, a zombie whose memory the driver has not freed. Inside a
 container both sources see only its own PID namespace, so an empty list there is no proof:
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import posixpath
 
-from dldoctor.active.gpus import WATCHERS, GpuUser, GpuUsers, gpu_users
 from dldoctor.checks.needs import gpu_words, nvidia_gpus
 from dldoctor.facts import FactFailed, Facts
 from dldoctor.facts import gpu as g
+from dldoctor.facts.gpuusers import WATCHERS, GpuUser, GpuUsers, gpu_users
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.facts.system import container
 from dldoctor.host.base import ProbeFailed

@@ -140,7 +140,8 @@ PROBES: dict[str, Callable[[], Any] | ChildProbe] = {
     # In a child process: an NVML call on a hung driver never returns, and a thread stuck
     # in a C call cannot be stopped; a child can be killed.
     "nvml": ChildProbe("dldoctor.nvml_probe"),
-    # The active tier's interlock (dldoctor.active.gpus): GPUs other processes use are
-    # not measured without --force. Recorded, so a replay judges the same.
+    # Who holds the GPUs open (dldoctor.facts.gpuusers): `gpu.processes` names them, and
+    # the active tier measures no GPU they use without --force. Recorded, so a replay
+    # judges the same.
     "gpu_users": gpu_users,
 }

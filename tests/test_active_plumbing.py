@@ -20,10 +20,11 @@ import time
 
 import pytest
 
-from dldoctor.active.gpus import WATCHERS, gpu_users, idle_gpus
+from dldoctor.active.gpus import idle_gpus
 from dldoctor.diagnose import diagnose
 from dldoctor.facts import Facts
 from dldoctor.facts.gpu import Gpu, NvidiaStack
+from dldoctor.facts.gpuusers import WATCHERS, gpu_users
 from dldoctor.facts.nvidia import nvidia
 from dldoctor.host.base import AnswerStatus, command_key
 from dldoctor.host.live import MEASURING_SCRIPTS, LiveHost

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from dldoctor.active.gpus import GpuUser, GpuUsers, gpu_users
 from dldoctor.checks.gpu_processes import gpu_processes
 from dldoctor.facts import Facts
 from dldoctor.facts.gpu import GpuProcess, NvidiaStack
+from dldoctor.facts.gpuusers import GpuUser, GpuUsers, gpu_users
 from dldoctor.facts.nvidia import _gpu_from_probe, nvidia
 from dldoctor.facts.nvsmi import parse_nvidia_smi_xml
 from dldoctor.facts.system import Container, container

@@ -16,12 +16,12 @@ from typing import Any
 from dldoctor.fleet.nodes import KINDS
 from dldoctor.fleet.render import (
     MAX_DETAILS,
-    _closing,
-    _figure_lines,
-    _headline,
-    _odd_groups,
-    _since_lines,
-    _unknown,
+    closing,
+    figure_lines,
+    headline,
+    odd_groups,
+    since_lines,
+    unknown_facts,
 )
 from dldoctor.fleet.report import NOT_RUN
 from dldoctor.model import Status
@@ -99,16 +99,16 @@ def render_html(doc: dict[str, Any]) -> str:
     out.append("<h1>dldoctor fleet report</h1>")
     out.append(
         f'<p id=verdict style="border-color:{colour}">fleet status <span class=badge '
-        f'style="background:{colour}">{e(status)}</span>{e(_headline(doc))}</p>'
+        f'style="background:{colour}">{e(status)}</span>{e(headline(doc))}</p>'
     )
-    out.append(f"<p>{e(_closing(doc))}</p>")
+    out.append(f"<p>{e(closing(doc))}</p>")
     out += _not_reported(doc)
     out += _heatmap(doc, sets)
     out += _odd_section(doc)
     out += _straggler_section(doc)
     if "since" in doc:
         out.append(f"<section id=since><h2>Changed since {e(doc['since']['path'])}</h2>")
-        out.append(_list(line.strip() for line in _since_lines(doc["since"])) + "</section>")
+        out.append(_list(line.strip() for line in since_lines(doc["since"])) + "</section>")
     out += _set_sections(doc, sets)
     out.append("</body></html>\n")
     return "\n".join(out)
@@ -239,8 +239,8 @@ def _odd_section(doc: dict) -> list[str]:
         out.append("<p>None: every node that knows a key fact has its majority value.</p>")
     else:
         heads = ("key fact", "value", "nodes", "majority")
-        out.append(_table(heads, _odd_groups(odd), mono=(0, 2)))
-    for nodes, facts in _unknown(doc).items():
+        out.append(_table(heads, odd_groups(odd), mono=(0, 2)))
+    for nodes, facts in unknown_facts(doc).items():
         out.append(f"<p>Not known on <span class=id>{e(nodes)}</span>: {e(', '.join(facts))}.</p>")
     out.append("</section>")
     return out
@@ -271,7 +271,7 @@ def _straggler_section(doc: dict) -> list[str]:
         if len(slow) > MAX_STRAGGLERS:
             out.append(f"<p>... and {len(slow) - MAX_STRAGGLERS} more (--json lists them all)</p>")
     out.append("<details><summary>Figures measured</summary>")
-    out.append(_list(line.strip() for line in _figure_lines(perf)) + "</details></section>")
+    out.append(_list(line.strip() for line in figure_lines(perf)) + "</details></section>")
     return out
 
 
@@ -320,7 +320,7 @@ def _said(doc: dict, row: dict, key: str) -> str:
             f"{e(what)} {e(value)}"
             + (f" on <span class=id>{e(nodes)}</span>" if row["count"] > 1 else "")
             + f" (majority {e(majority)})"
-            for what, value, nodes, majority in _odd_groups(odd)
+            for what, value, nodes, majority in odd_groups(odd)
         )
     if key == SLOW:
         slow = [doc["perf"]["stragglers"][i] for i in row["stragglers"]]

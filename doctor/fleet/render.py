@@ -19,13 +19,13 @@ CLOSING = (
 )
 
 
-def _headline(doc: dict) -> str:
+def headline(doc: dict) -> str:
     n = doc["summary"]["nodes"]
     line = f"{n['total']} node(s) {n['nodeset']}: {n['reported']} report(s)"
     return line + (f", {n['not_reported']} not reported" if n["not_reported"] else "")
 
 
-def _closing(doc: dict) -> str:
+def closing(doc: dict) -> str:
     s = doc["summary"]
     parts = [f"{s['nodes']['reported']} report(s)"]
     for key, what in CLOSING:
@@ -53,7 +53,7 @@ def _skipped_everywhere(check: dict) -> bool:
     return not any(check["counts"][s] for s in COLUMNS if s != "skip")
 
 
-def _odd_groups(odd: list[dict]) -> list[tuple[str, str, str, str]]:
+def odd_groups(odd: list[dict]) -> list[tuple[str, str, str, str]]:
     """(what, value, nodes, majority): the items of one fact with the same odd value on the
     same nodes on one line (a node missing a GPU misses its model, VBIOS and link too)."""
     groups: dict[tuple, list[dict]] = {}
@@ -80,7 +80,7 @@ def _alike(doc: dict) -> list[str]:
     return names
 
 
-def _unknown(doc: dict) -> dict[str, list[str]]:
+def unknown_facts(doc: dict) -> dict[str, list[str]]:
     """Node set -> the facts not known on it."""
     found: dict[str, list[str]] = {}
     for fact in doc["facts"]:
@@ -89,7 +89,7 @@ def _unknown(doc: dict) -> dict[str, list[str]]:
     return found
 
 
-def _since_lines(since: dict) -> list[str]:
+def since_lines(since: dict) -> list[str]:
     lines = []
     for row in since["changed"]:
         if row["findings"] is None:
@@ -126,7 +126,7 @@ def _straggler_lines(perf: dict) -> list[str]:
     return lines
 
 
-def _figure_lines(perf: dict) -> list[str]:
+def figure_lines(perf: dict) -> list[str]:
     from dldoctor.active.judge import amount
 
     lines = []
@@ -146,7 +146,7 @@ def _state(state: str) -> str:
 
 
 def render_text(doc: dict[str, Any]) -> str:
-    lines = [f"dldoctor fleet: {_headline(doc)}"]
+    lines = [f"dldoctor fleet: {headline(doc)}"]
     problems = _problem_lines(doc)
     if problems:
         lines += ["", "Not reported", *problems]
@@ -166,25 +166,25 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(f"  ({skipped} check(s) not applicable on any node)")
     odd = doc["odd_ones_out"]
     lines += ["", "Odd ones out" if odd else "Odd ones out: none"]
-    for what, value, nodes, majority in _odd_groups(odd):
+    for what, value, nodes, majority in odd_groups(odd):
         lines.append(f"  {what}: {value} on {nodes} (majority {majority})")
     alike = _alike(doc)
     if alike:
         lines.append("  alike on every node that knows them: " + ", ".join(alike))
-    for nodes, facts in _unknown(doc).items():
+    for nodes, facts in unknown_facts(doc).items():
         lines.append(f"  not known on {nodes}: " + ", ".join(facts))
     perf = doc.get("perf")
     if perf and perf["figures"]:
         below = f"below {perf['straggler'] * 100:.0f} % of the fleet's median"
-        lines += ["", "Figures measured", *_figure_lines(perf)]
+        lines += ["", "Figures measured", *figure_lines(perf)]
         lines += [
             "",
             f"Stragglers ({below})" if perf["stragglers"] else f"Stragglers: none {below}",
         ]
         lines += _straggler_lines(perf)
     if "since" in doc:
-        lines += ["", f"Changed since {doc['since']['path']}", *_since_lines(doc["since"])]
-    lines += ["", _closing(doc)]
+        lines += ["", f"Changed since {doc['since']['path']}", *since_lines(doc["since"])]
+    lines += ["", closing(doc)]
     return "\n".join(lines) + "\n"
 
 
@@ -193,7 +193,7 @@ def _cell(text: Any) -> str:
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
-    lines = ["# dldoctor fleet report", "", _headline(doc) + ".", ""]
+    lines = ["# dldoctor fleet report", "", headline(doc) + ".", ""]
     problems = [(k, f) for k, f in doc["problems"].items() if f["count"]]
     if problems:
         lines += ["## Not reported", "", "| node | problem | detail |", "|---|---|---|"]
@@ -217,11 +217,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += ["", "## Odd ones out", ""]
     if doc["odd_ones_out"]:
         lines += ["| key fact | value | nodes | majority |", "|---|---|---|---|"]
-        for row in _odd_groups(doc["odd_ones_out"]):
+        for row in odd_groups(doc["odd_ones_out"]):
             lines.append("| " + " | ".join(map(_cell, row)) + " |")
     else:
         lines.append("None: every node that knows a key fact has its majority value.")
-    for nodes, facts in _unknown(doc).items():
+    for nodes, facts in unknown_facts(doc).items():
         lines += ["", f"Not known on {_cell(nodes)}: " + ", ".join(facts) + "."]
     perf = doc.get("perf")
     if perf and perf["figures"]:
@@ -232,9 +232,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         ]
         lines += [f"- {_cell(line.strip())}" for line in _straggler_lines(perf)] or ["None."]
         lines += ["", "Figures measured:", ""]
-        lines += [f"- {_cell(line.strip())}" for line in _figure_lines(perf)]
+        lines += [f"- {_cell(line.strip())}" for line in figure_lines(perf)]
     if "since" in doc:
         lines += ["", f"## Changed since {_cell(doc['since']['path'])}", ""]
-        lines += [f"- {_cell(line.strip())}" for line in _since_lines(doc["since"])]
-    lines += ["", _closing(doc)]
+        lines += [f"- {_cell(line.strip())}" for line in since_lines(doc["since"])]
+    lines += ["", closing(doc)]
     return "\n".join(lines) + "\n"
