@@ -145,10 +145,16 @@ def nvswitches_on_bus(facts: Facts) -> tuple[PciDevice, ...] | Outcome:
 
 
 def numa_nodes(facts: Facts) -> NumaTopology | Outcome:
-    """Need: the NUMA topology, with its nodes. None read (a VM without NUMA, an unreadable
-    sysfs) is not "one node"."""
+    """Need: the NUMA topology, with its nodes and their CPUs. None read (a VM without NUMA,
+    an unreadable sysfs) is not "one node", nor is a node whose CPU list was unread one
+    without CPUs."""
     topo = facts.get(numa_topology)
-    return topo if topo.nodes else skipped(NO_NODES, topo.notes)
+    if not topo.nodes:
+        return skipped(NO_NODES, topo.notes)
+    if topo.unread:
+        nodes = ", ".join(map(str, topo.unread))
+        return skipped(f"the CPU list of NUMA node(s) {nodes} could not be read", topo.notes)
+    return topo
 
 
 def kernel_log_readable(log: Fact) -> Need:

@@ -49,8 +49,10 @@ def locality(facts: Facts, policy: Policy) -> Outcome:
     gpus = [d for d in devices if kind(d) == "GPU"]
     if not gpus:  # said first: a host without GPUs has nothing to place, NUMA or not
         return skipped("no GPU on the PCI bus")
-    if not topo.nodes:  # nothing read (a VM without NUMA, an unreadable sysfs): not "one node"
-        return skipped(NO_NODES, topo.notes)
+    # Nothing read (a VM without NUMA, an unreadable sysfs) is not "one node".
+    known = numa_nodes(facts)
+    if isinstance(known, Outcome):
+        return known
     if len(topo.cpu_nodes) < 2:
         return passed("one NUMA node: every GPU is local to every CPU")
     unknown = [

@@ -97,6 +97,7 @@ class NumaTopology(NamedTuple):
     nodes: tuple[NumaNode, ...]  # in node order; () when sysfs has no node folder
     balancing: int | None  # /proc/sys/kernel/numa_balancing (0 off, 1 on, 2 tiering)
     notes: tuple[str, ...] = ()
+    unread: tuple[int, ...] = ()  # nodes whose cpulist could not be read: CPUs not known
 
     @property
     def cpu_nodes(self) -> tuple[NumaNode, ...]:
@@ -114,6 +115,7 @@ def numa_topology(ctx: FactContext) -> NumaTopology:
     host = ctx.host
     notes: list[str] = []
     nodes: list[NumaNode] = []
+    unread: list[int] = []
     listing = host.listdir(NODE_ROOT).require()
     if listing.ok:
         for number in _node_numbers(listing.value or ()):
@@ -124,6 +126,7 @@ def numa_topology(ctx: FactContext) -> NumaTopology:
             notes.extend(f"node{number}: {n}" for n in cpu_notes)
             if not cpulist_answer.ok:
                 notes.append(f"node{number}: {cpulist_answer.describe()}")
+                unread.append(number)
             meminfo = host.read(f"{folder}/meminfo", max_bytes=65536).require()
             total = None
             if meminfo.ok:
@@ -149,7 +152,7 @@ def numa_topology(ctx: FactContext) -> NumaTopology:
         else:
             notes.append(f"numa_balancing reads {text[:20]!r}")
 
-    return NumaTopology(tuple(nodes), balancing, tuple(notes))
+    return NumaTopology(tuple(nodes), balancing, tuple(notes), tuple(unread))
 
 
 class Numactl(NamedTuple):
