@@ -523,7 +523,7 @@ def render_svg(topo: Topology, findings: Iterable[Finding] = ()) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" class="topology" width="{SVG_WIDTH}" '
         f'height="{height}" viewBox="0 0 {SVG_WIDTH} {height}" '
         'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="12" '
-        'style="max-width:100%;height:auto" role="img" aria-label="host topology">'
+        'role="img" aria-label="host topology">'
     )
     out.append(_text(16, 20, f"Topology: {sockets}; link x trained/capable, GT/s trained/capable",
                      font_weight="bold"))  # fmt: skip
