@@ -17,6 +17,9 @@ from dldoctor.model import Evidence, Figure, Finding, Outcome, Status
 from dldoctor.policy import Policy
 from dldoctor.registry import CheckSpec
 
+# The longest the main thread waits in one call, so that a pending signal's handler runs.
+SIGNAL_SLICE_S = 0.25
+
 
 @dataclass(frozen=True)
 class CheckStarted:
@@ -222,9 +225,14 @@ class Runner:
                 ends.append(self.deadline)
             wait = max(0.0, min(ends) - time.monotonic()) if ends else None
             try:
-                kind, index, payload = events.get(timeout=wait)
+                # In slices: a signal the kernel hands to another thread does not wake this
+                # wait, and its handler (which ends the run) runs only when this thread
+                # next runs Python code; a check hung for 300 s must not hold Ctrl-C.
+                slice_s = SIGNAL_SLICE_S if wait is None else min(wait, SIGNAL_SLICE_S)
+                kind, index, payload = events.get(timeout=slice_s)
             except queue.Empty:
-                self._give_up(running, results)
+                if wait is not None and wait <= SIGNAL_SLICE_S:
+                    self._give_up(running, results)
                 continue
             if index in results:
                 continue  # finished after it was given up on: its verdict came too late

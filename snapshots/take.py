@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dldoctor.host.base import Host
 from dldoctor.model import Report
 from dldoctor.render.page import render_html, render_markdown
+from dldoctor.runner import SIGNAL_SLICE_S
 
 # What no check needs but support asks for first. Each runs under the command timeout,
 # all at once and beside the checks; a tool that is absent is recorded as not installed.
@@ -68,7 +69,9 @@ def wait_extras(threads: Sequence[threading.Thread], until: float) -> int:
     """Wait for the extras until `until` (monotonic); the number still running then (their
     answers are not in the bundle: the run's deadline came first)."""
     for t in threads:
-        t.join(max(0.0, until - time.monotonic()))
+        # In slices, as the runner waits: a signal must not wait for a hung extra.
+        while t.is_alive() and (left := until - time.monotonic()) > 0:
+            t.join(min(left, SIGNAL_SLICE_S))
     return sum(t.is_alive() for t in threads)
 
 

@@ -231,3 +231,23 @@ def test_the_backstop_ends_a_run_stuck_in_native_code(tmp_path):
     assert err.decode().strip().splitlines()[-1] == (
         "dldoctor: stuck in native code past the deadline: killed"
     )
+
+
+def test_a_signal_the_kernel_hands_to_another_thread_still_ends_the_run(tmp_path):
+    # A process-directed signal may land on any thread; Python runs its handler in the
+    # main thread only, when that thread next runs Python code. The runner's wait (here
+    # up to 300 s: every tool hangs) must come round for it in time.
+    import ctypes
+
+    proc, mark = start(tmp_path, "--timeout", "300", "--deadline", "300", nvml=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "sleep 600" not in " ".join(marked_processes(mark)):
+        time.sleep(0.1)
+    others = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
+    assert others, "dldoctor runs its checks in threads"
+    tgkill = 234 if os.uname().machine == "x86_64" else 131  # SYS_tgkill: x86_64, arm64
+    assert ctypes.CDLL(None, use_errno=True).syscall(tgkill, proc.pid, others[-1],
+                                                     signal.SIGTERM) == 0  # fmt: skip
+    _, err = finish(proc, mark, 5)
+    assert proc.returncode == 143
+    assert err.decode().strip().splitlines()[-1] == "dldoctor: terminated"
