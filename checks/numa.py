@@ -124,12 +124,19 @@ def is_rail(nic: PcieLink) -> bool:
     return kind(nic) == "InfiniBand NIC" or nic.vendor in RAIL_VENDORS
 
 
+# A fabric for GPUDirect RDMA has a NIC per GPU or per pair; a host with one such NIC
+# uses it as its front-end port (an inference box, a single node), on whichever socket.
+MIN_RAILS = 2
+
+
 def far_from_rails(gpus: list[PcieLink], nics: list[PcieLink]) -> list[PcieLink]:
-    """The GPUs on a NUMA node that holds none of the host's RDMA NICs (none without any)."""
-    rails = {n.numa_node for n in nics if is_rail(n) and n.numa_node is not None}
-    if not rails:
+    """The GPUs on a NUMA node that holds none of the host's RDMA NICs (none without a
+    fabric of MIN_RAILS or more)."""
+    rails = [n for n in nics if is_rail(n) and n.numa_node is not None]
+    if len(rails) < MIN_RAILS:
         return []
-    return [g for g in gpus if g.numa_node is not None and g.numa_node not in rails]
+    nodes = {n.numa_node for n in rails}
+    return [g for g in gpus if g.numa_node is not None and g.numa_node not in nodes]
 
 
 @check(

@@ -213,3 +213,21 @@ def test_locality_without_numa_nodes_skips_instead_of_passing():
     one = NumaTopology((NumaNode(0, (0, 1), "0-1", None),), 0)
     outcome = numa.locality(Facts.given({**links, numa_topology: one}), Policy())
     assert outcome.status == Status.PASS and outcome.summary.startswith("one NUMA node")
+
+
+def test_one_front_end_nic_puts_no_gpu_on_the_far_socket():
+    # A single ConnectX beside GPU 0 is a front-end port, not a GPUDirect fabric: no GPU
+    # is judged far from it; two on one socket are a fabric the other socket lacks.
+    from dldoctor.checks.numa import far_from_rails
+    from dldoctor.facts.pcie import PcieLink
+
+    def link(address, vendor, klass, node):
+        return PcieLink(address, vendor, "0", klass, "", None, None, None, None, (), None,
+                        None, None, node, "")  # fmt: skip
+
+    gpus = [link(f"0000:{b}:00.0", "10de", "030200", n) for b, n in (("18", 0), ("58", 1))]
+    one = [link("0000:19:00.0", "15b3", "020000", 0)]
+    two = one + [link("0000:29:00.0", "15b3", "020700", 0)]
+    intel = [link("0000:29:00.0", "8086", "020000", 0)]
+    assert far_from_rails(gpus, one) == [] == far_from_rails(gpus, one + intel)
+    assert [g.address for g in far_from_rails(gpus, two)] == ["0000:58:00.0"]
