@@ -221,7 +221,7 @@ def test_toolkit_version_against_the_policy(tmp_path):
     assert outcome.status == Status.WARN and "CVE-2025-23266" in outcome.details[0]
     b = node(tmp_path / "none", toolkit=None, binaries=False)
     outcome = judge(b, c.container_toolkit)
-    assert outcome.status == Status.FAIL and "not installed" in outcome.summary
+    assert outcome.status == Status.WARN and "not installed" in outcome.summary
 
 
 def test_no_engine_at_all_skips_every_check(tmp_path):
